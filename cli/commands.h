@@ -1,0 +1,34 @@
+// Subcommands of echotk. Each cmd_<name>.cpp registers one subcommand on the app; its callback
+// reports failure through fail(), which prints "echotk <name>: error: ..." and sets the exit code.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "echo/status.h"
+
+namespace echo::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;   // the run itself failed (device, internal)
+inline constexpr int kExitBadInput = 2;  // bad arguments or input files
+
+// Prints the message to stderr and ends the subcommand with the given exit code.
+[[noreturn]] void fail(const std::string& command, int exit_code, const std::string& message);
+// Exit code for a library status: kExitBadInput for input/format/argument errors, else kExitFailure.
+int exit_code_for(const Status& status);
+// fail() with the status's message unless it is ok.
+void check(const std::string& command, const Status& status);
+
+void register_replay(CLI::App& app);
+void register_quantize(CLI::App& app);
+void register_ppl(CLI::App& app);      // model/ (SmolLM2 perplexity)
+void register_capture(CLI::App& app);  // model/ (trace capture)
+void register_prove(CLI::App& app);    // proofs_check/
+void register_bench(CLI::App& app);    // cuda/ (benchmark against NCCL)
+// A subcommand whose implementation is not in this build: --help works, running it explains why.
+void register_unavailable(CLI::App& app, const std::string& name, const std::string& description,
+                          const std::string& reason);
+
+}  // namespace echo::cli

@@ -1,0 +1,34 @@
+// Command-line options that describe an all-reduce (shared by replay, ppl, capture and bench).
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "echo/allreduce.h"
+
+namespace echo::cli {
+
+struct SpecOptions {
+  int bits = 4;
+  int group = kDefaultGroup;
+  std::string quantizer = "zero-aware";
+  std::string compensator = "dual";
+  std::string residual = "global";
+  std::string algorithm = "owner";
+  float eta = 0.75f;
+  float a = 0.35f;
+  float beta1 = 0.7f;
+  float beta2 = 0.3f;
+  float beta = 0.4f;
+  std::size_t exact_max_count = 0;
+
+  // Builds the spec; the caller validates it (AllReduceSpec::validate).
+  AllReduceSpec to_spec() const;
+};
+
+// Adds --bits, --group, --quantizer, --compensator, --residual, --algorithm, --eta, --a, --beta1,
+// --beta2, --beta and --exact-max-count to the subcommand.
+void add_spec_options(CLI::App* command, SpecOptions* options);
+
+}  // namespace echo::cli

@@ -1,0 +1,58 @@
+// Dual error-feedback compensator (paper Sec. 5, Algorithm 1), per rank, one state per pass direction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "echo/status.h"
+
+namespace echo {
+
+enum class CompensatorMode : std::uint8_t { kOff = 0, kSingle = 1, kDual = 2 };
+// kGlobal: u_i = x'_i - y / P (the paper's residual).
+// kLocal: u_i = the rounding errors rank i injected itself (push errors on the segments it sent,
+//         and as owner the gather error of its own segment); sum_i u_i = -delta as in kGlobal.
+enum class ResidualMode : std::uint8_t { kGlobal = 0, kLocal = 1 };
+
+const char* compensator_mode_name(CompensatorMode mode);  // "off", "single", "dual"
+std::optional<CompensatorMode> parse_compensator_mode(std::string_view name);
+const char* residual_mode_name(ResidualMode mode);  // "global", "local"
+std::optional<ResidualMode> parse_residual_mode(std::string_view name);
+
+struct CompensatorSpec {
+  CompensatorMode mode = CompensatorMode::kDual;
+  ResidualMode residual = ResidualMode::kGlobal;
+  float eta = 0.75f;   // gain
+  float a = 0.35f;     // blend of the slow average
+  float beta1 = 0.7f;  // slow decay
+  float beta2 = 0.3f;  // fast decay
+  float beta = 0.4f;   // decay of the single average (kSingle)
+
+  // eta, a in [0, 1]; decays in [0, 1).
+  Status validate() const;
+};
+
+// One rank's averages for one pass direction; m2 is unused in kSingle mode. Empty means "reset":
+// the next call sizes it to the message and starts from zero.
+struct CompensatorState {
+  std::vector<float> m1;
+  std::vector<float> m2;
+  void reset() {
+    m1.clear();
+    m2.clear();
+  }
+};
+
+// x_prime[i] = x[i] + c[i] with c = eta * (a * m1 + (1 - a) * m2) (dual) or eta * m1 (single).
+// An empty state gives c = 0. x and x_prime may alias.
+void compensator_apply(const CompensatorSpec& spec, const CompensatorState& state, const float* x,
+                       std::size_t count, float* x_prime);
+
+// m_j = beta_j * m_j + (1 - beta_j) * u, sizing an empty state to count first.
+void compensator_update(const CompensatorSpec& spec, CompensatorState& state, const float* residual,
+                        std::size_t count);
+
+}  // namespace echo

@@ -1,0 +1,301 @@
+// The owner all-reduce, its ring variant and the exact path over P simulated ranks
+// (docs/numerics.md, sections 3-6). Each rank's work is simulated with its own buffers, so the
+// rank-identity of the outputs is a property of the algorithm, not of a shared array.
+#include "echo/allreduce.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace echo {
+namespace {
+
+using Buffer = std::vector<float>;
+
+// One quantize -> dequantize of a segment, as a receiver sees it. Returns poisoned groups.
+std::size_t transport(const QuantSpec& spec, const float* values, std::size_t len, float* out,
+                      std::vector<std::uint8_t>& codes, std::vector<GroupParams>& params) {
+  codes.resize(len);
+  params.resize(spec.num_groups(len));
+  const std::size_t poisoned = quantize(spec, values, len, codes.data(), params.data());
+  dequantize(spec, codes.data(), params.data(), len, out);
+  return poisoned;
+}
+
+void scale_by_power_of_two(const float* in, std::size_t count, int k, float* out) {
+  const float f = std::ldexp(1.0f, k);
+#pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
+  for (std::size_t i = 0; i < count; ++i) out[i] = in[i] * f;
+}
+
+float max_abs(const float* x, std::size_t count) {
+  float m = 0.0f;
+  int bad = 0;
+#pragma omp parallel for simd reduction(max : m) reduction(| : bad) if (count >= (1u << 16))
+  for (std::size_t i = 0; i < count; ++i) {
+    const float a = std::fabs(x[i]);
+    bad |= !(a <= FLT_MAX);
+    m = a > m ? a : m;
+  }
+  return bad ? std::numeric_limits<float>::infinity() : m;
+}
+
+// Scaled (backward) or plain (forward) views of the compensated inputs.
+struct Workspace {
+  std::vector<Buffer> x_prime;   // x' per rank, gradient units
+  std::vector<Buffer> scaled;    // x' * 2^k per rank (empty when k == 0)
+  std::vector<Buffer> residual;  // local-mode residual per rank
+  const float* send(int rank) const {
+    return scaled.empty() ? x_prime[rank].data() : scaled[rank].data();
+  }
+};
+
+// Owner (or ring) reduce of segment j into acc; fills local residuals of the senders.
+std::size_t reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::size_t begin,
+                           std::size_t len, float unscale, Workspace& ws, float* acc) {
+  std::vector<std::uint8_t> codes;
+  std::vector<GroupParams> params;
+  Buffer received(len);
+  const bool local = spec.compensator.residual == ResidualMode::kLocal &&
+                     spec.compensator.mode != CompensatorMode::kOff;
+  if (spec.algorithm == Algorithm::kRing) {
+    // The partial sum starts at rank j+1 and ends at the owner j, requantized at every hop.
+    const int first = (j + 1) % ranks;
+    std::copy_n(ws.send(first) + begin, len, acc);
+    for (int hop = 1; hop < ranks; ++hop) {
+      const int r = (first + hop) % ranks;
+      transport(spec.quant, acc, len, received.data(), codes, params);
+      const float* own = ws.send(r) + begin;
+      for (std::size_t e = 0; e < len; ++e) acc[e] = received[e] + own[e];
+    }
+    return 0;
+  }
+  // Push: every rank i != j sends its quantized segment; the owner sums in rank order.
+  for (int i = 0; i < ranks; ++i) {
+    const float* value = ws.send(i) + begin;
+    if (i != j) {
+      transport(spec.quant, value, len, received.data(), codes, params);
+      value = received.data();
+      if (local) {
+        float* u = ws.residual[i].data() + begin;
+        const float* xp = ws.x_prime[i].data() + begin;
+        for (std::size_t e = 0; e < len; ++e) u[e] = xp[e] - received[e] * unscale;
+      }
+    }
+    if (i == 0) {
+      std::copy_n(value, len, acc);
+    } else {
+      for (std::size_t e = 0; e < len; ++e) acc[e] = acc[e] + value[e];
+    }
+  }
+  return 0;
+}
+
+// acc = in_0 + in_1 + ... + in_{P-1} in fp32, left to right (the documented summation order).
+void sum_in_rank_order(const float* const* in, int ranks, std::size_t count, float* acc) {
+#pragma omp parallel for schedule(static) if (count >= (1u << 16))
+  for (std::size_t e = 0; e < count; ++e) {
+    float a = in[0][e];
+    for (int r = 1; r < ranks; ++r) a = a + in[r][e];
+    acc[e] = a;
+  }
+}
+
+// Groups of the message holding a non-finite value on any rank (the exact path's report).
+std::size_t count_nonfinite_groups(const float* const* in, int ranks, std::size_t count,
+                                   const QuantSpec& spec) {
+  const std::size_t g = static_cast<std::size_t>(spec.group);
+  std::size_t groups = 0;
+  for (std::size_t begin = 0; begin < count; begin += g) {
+    const std::size_t end = std::min(count, begin + g);
+    bool bad = false;
+    for (int r = 0; r < ranks && !bad; ++r) {
+      for (std::size_t e = begin; e < end && !bad; ++e) bad = !std::isfinite(in[r][e]);
+    }
+    groups += bad ? 1 : 0;
+  }
+  return groups;
+}
+
+Status validate_state(const CompensatorState& state, std::size_t count, int rank,
+                      const CompensatorSpec& spec) {
+  if (!state.m1.empty() && state.m1.size() != count) {
+    return Status(StatusCode::kInvalidArgument,
+                  "compensator state of rank " + std::to_string(rank) + " holds " +
+                      std::to_string(state.m1.size()) + " elements but the message has " +
+                      std::to_string(count) + " (reset the state between passes of different size)");
+  }
+  if (spec.mode == CompensatorMode::kDual && !state.m2.empty() && state.m2.size() != count) {
+    return Status(StatusCode::kInvalidArgument, "compensator state m2 size mismatch");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* algorithm_name(Algorithm algorithm) {
+  return algorithm == Algorithm::kRing ? "ring" : "owner";
+}
+
+const char* direction_name(Direction direction) {
+  return direction == Direction::kBackward ? "backward" : "forward";
+}
+
+Segmentation::Segmentation(std::size_t count_, int group_, int ranks_)
+    : count(count_), group(static_cast<std::size_t>(group_)), ranks(ranks_) {
+  num_groups = (count + group - 1) / group;
+  groups_per_segment = (num_groups + ranks - 1) / ranks;
+}
+
+std::size_t Segmentation::begin(int segment) const {
+  return std::min(static_cast<std::size_t>(segment) * groups_per_segment * group, count);
+}
+
+std::size_t Segmentation::end(int segment) const {
+  return std::min(static_cast<std::size_t>(segment + 1) * groups_per_segment * group, count);
+}
+
+Status AllReduceSpec::validate(int ranks) const {
+  if (ranks < 1 || ranks > kMaxRanks) {
+    return Status(StatusCode::kInvalidArgument,
+                  "ranks must be in [1, 8], got " + std::to_string(ranks));
+  }
+  if (Status s = quant.validate(); !s.ok()) return s;
+  if (Status s = compensator.validate(); !s.ok()) return s;
+  if (algorithm == Algorithm::kRing && compensator.residual == ResidualMode::kLocal &&
+      compensator.mode != CompensatorMode::kOff) {
+    return Status(StatusCode::kInvalidArgument, "the ring algorithm supports the global residual only");
+  }
+  return Status::Ok();
+}
+
+int backward_scale_exponent(float max_abs_value) {
+  if (!(max_abs_value > 0.0f) || !std::isfinite(max_abs_value)) return 0;
+  int e = 0;
+  std::frexp(max_abs_value, &e);  // max = f * 2^e with f in [0.5, 1): exponent of [1, 2) is e - 1
+  return 14 - (e - 1);
+}
+
+void exact_allreduce(DType dtype, int ranks, std::size_t count, const float* const* inputs,
+                     float* out) {
+  sum_in_rank_order(inputs, ranks, count, out);
+  round_to_dtype(out, count, dtype);
+}
+
+Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
+                 const float* const* inputs, float* const* outputs, CompensatorState* states,
+                 float* const* compensated, AllReduceReport* report) {
+  if (Status s = spec.validate(ranks); !s.ok()) return s;
+  if (count == 0) return Status(StatusCode::kInvalidArgument, "element count must be >= 1");
+  if (inputs == nullptr || outputs == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "inputs and outputs must not be null");
+  }
+  const CompensatorSpec& comp = spec.compensator;
+  const bool compensate = comp.mode != CompensatorMode::kOff;
+  if (compensate && states == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "the compensator needs one state per rank");
+  }
+  if (compensate) {
+    for (int r = 0; r < ranks; ++r) {
+      if (Status s = validate_state(states[r], count, r, comp); !s.ok()) return s;
+    }
+  }
+
+  AllReduceReport local_report;
+  Workspace ws;
+  ws.x_prime.assign(ranks, Buffer(count));
+  for (int r = 0; r < ranks; ++r) {
+    Buffer& xp = ws.x_prime[r];
+    std::copy_n(inputs[r], count, xp.data());
+    round_to_dtype(xp.data(), count, spec.dtype);
+    if (compensate) compensator_apply(comp, states[r], xp.data(), count, xp.data());
+    if (compensated != nullptr && compensated[r] != nullptr) {
+      std::copy_n(xp.data(), count, compensated[r]);
+    }
+  }
+
+  // Backward: one shared power-of-two exponent from the group's max |x'| (Sec. 5.4).
+  int k = 0;
+  if (spec.direction == Direction::kBackward) {
+    float m = 0.0f;
+    for (int r = 0; r < ranks; ++r) m = std::max(m, max_abs(ws.x_prime[r].data(), count));
+    k = backward_scale_exponent(m);
+    if (k != 0) {
+      ws.scaled.assign(ranks, Buffer(count));
+      for (int r = 0; r < ranks; ++r) {
+        scale_by_power_of_two(ws.x_prime[r].data(), count, k, ws.scaled[r].data());
+      }
+    }
+  }
+  local_report.scale_exponent = k;
+  const float unscale = std::ldexp(1.0f, -k);
+
+  const bool local = compensate && comp.residual == ResidualMode::kLocal;
+  if (local) ws.residual.assign(ranks, Buffer(count, 0.0f));
+
+  // y: the reduced result in the send units, per rank; acc: owner sums (send units).
+  std::vector<Buffer> y(ranks, Buffer(count));
+  Buffer acc(count);
+  if (count <= spec.exact_max_count) {
+    local_report.exact_path = true;
+    std::vector<const float*> send(ranks);
+    for (int r = 0; r < ranks; ++r) send[r] = ws.send(r);
+    sum_in_rank_order(send.data(), ranks, count, acc.data());
+    for (int r = 0; r < ranks; ++r) std::copy(acc.begin(), acc.end(), y[r].begin());
+    local_report.poisoned_groups = count_nonfinite_groups(send.data(), ranks, count, spec.quant);
+  } else {
+    const Segmentation seg(count, spec.quant.group, ranks);
+    std::vector<std::uint8_t> codes;
+    std::vector<GroupParams> params;
+    for (int j = 0; j < ranks; ++j) {
+      const std::size_t begin = seg.begin(j);
+      const std::size_t len = seg.end(j) - begin;
+      if (len == 0) continue;
+      reduce_segment(spec, ranks, j, begin, len, unscale, ws, acc.data() + begin);
+      // Gather: the owner quantizes once; every rank dequantizes the same codes.
+      codes.resize(len);
+      params.resize(spec.quant.num_groups(len));
+      local_report.poisoned_groups +=
+          quantize(spec.quant, acc.data() + begin, len, codes.data(), params.data());
+      for (int r = 0; r < ranks; ++r) {
+        dequantize(spec.quant, codes.data(), params.data(), len, y[r].data() + begin);
+      }
+    }
+  }
+
+  // Output: back to gradient units, rounded to the dtype, on every rank.
+  for (int r = 0; r < ranks; ++r) {
+    float* yr = y[r].data();
+    if (k != 0) scale_by_power_of_two(yr, count, -k, yr);
+    round_to_dtype(yr, count, spec.dtype);
+  }
+
+  if (compensate) {
+    Buffer u(count);
+    const float p = static_cast<float>(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      const float* xp = ws.x_prime[r].data();
+      const float* yr = y[r].data();
+      if (local) {
+        // Owner's own segment: the gather error; pushed segments were filled during reduce.
+        float* ur = ws.residual[r].data();
+        const Segmentation seg(count, spec.quant.group, ranks);
+        const std::size_t begin = seg.begin(r);
+        const std::size_t end = seg.end(r);
+        for (std::size_t e = begin; e < end; ++e) ur[e] = acc[e] * unscale - yr[e];
+        compensator_update(comp, states[r], ur, count);
+      } else {
+        for (std::size_t e = 0; e < count; ++e) u[e] = xp[e] - yr[e] / p;
+        compensator_update(comp, states[r], u.data(), count);
+      }
+    }
+  }
+
+  for (int r = 0; r < ranks; ++r) std::copy(y[r].begin(), y[r].end(), outputs[r]);
+  if (report != nullptr) *report = local_report;
+  return Status::Ok();
+}
+
+}  // namespace echo

@@ -1,0 +1,105 @@
+// Algorithm 1 of the paper; operation order in docs/numerics.md, section 6.
+#include "echo/compensator.h"
+
+#include <cmath>
+
+namespace echo {
+
+const char* compensator_mode_name(CompensatorMode mode) {
+  switch (mode) {
+    case CompensatorMode::kOff: return "off";
+    case CompensatorMode::kSingle: return "single";
+    case CompensatorMode::kDual: return "dual";
+  }
+  return "unknown";
+}
+
+std::optional<CompensatorMode> parse_compensator_mode(std::string_view name) {
+  if (name == "off") return CompensatorMode::kOff;
+  if (name == "single") return CompensatorMode::kSingle;
+  if (name == "dual") return CompensatorMode::kDual;
+  return std::nullopt;
+}
+
+const char* residual_mode_name(ResidualMode mode) {
+  return mode == ResidualMode::kLocal ? "local" : "global";
+}
+
+std::optional<ResidualMode> parse_residual_mode(std::string_view name) {
+  if (name == "global") return ResidualMode::kGlobal;
+  if (name == "local") return ResidualMode::kLocal;
+  return std::nullopt;
+}
+
+Status CompensatorSpec::validate() const {
+  auto in_unit = [](float v) { return v >= 0.0f && v <= 1.0f; };
+  auto is_decay = [](float v) { return v >= 0.0f && v < 1.0f; };
+  if (!in_unit(eta)) return Status(StatusCode::kInvalidArgument, "eta must be in [0, 1]");
+  if (!in_unit(a)) return Status(StatusCode::kInvalidArgument, "a must be in [0, 1]");
+  if (!is_decay(beta1)) return Status(StatusCode::kInvalidArgument, "beta1 must be in [0, 1)");
+  if (!is_decay(beta2)) return Status(StatusCode::kInvalidArgument, "beta2 must be in [0, 1)");
+  if (!is_decay(beta)) return Status(StatusCode::kInvalidArgument, "beta must be in [0, 1)");
+  return Status::Ok();
+}
+
+void compensator_apply(const CompensatorSpec& spec, const CompensatorState& state, const float* x,
+                       std::size_t count, float* x_prime) {
+  const bool active = spec.mode != CompensatorMode::kOff && state.m1.size() == count;
+  if (!active) {
+    if (x_prime != x) {
+      for (std::size_t i = 0; i < count; ++i) x_prime[i] = x[i];
+    }
+    return;
+  }
+  const float eta = spec.eta;
+  const float* m1 = state.m1.data();
+  if (spec.mode == CompensatorMode::kSingle) {
+#pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
+    for (std::size_t i = 0; i < count; ++i) {
+      const float c = eta * m1[i];
+      x_prime[i] = x[i] + c;
+    }
+    return;
+  }
+  const float a = spec.a;
+  const float oa = 1.0f - a;
+  const float* m2 = state.m2.data();
+#pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
+  for (std::size_t i = 0; i < count; ++i) {
+    const float slow = a * m1[i];
+    const float fast = oa * m2[i];
+    const float blend = slow + fast;
+    const float c = eta * blend;
+    x_prime[i] = x[i] + c;
+  }
+}
+
+namespace {
+
+void ema_update(std::vector<float>& m, float beta, const float* u, std::size_t count) {
+  const float ob = 1.0f - beta;
+  float* p = m.data();
+#pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
+  for (std::size_t i = 0; i < count; ++i) {
+    const float kept = beta * p[i];
+    const float fresh = ob * u[i];
+    p[i] = kept + fresh;
+  }
+}
+
+}  // namespace
+
+void compensator_update(const CompensatorSpec& spec, CompensatorState& state, const float* residual,
+                        std::size_t count) {
+  if (spec.mode == CompensatorMode::kOff) return;
+  if (state.m1.size() != count) state.m1.assign(count, 0.0f);
+  if (spec.mode == CompensatorMode::kSingle) {
+    ema_update(state.m1, spec.beta, residual, count);
+    return;
+  }
+  if (state.m2.size() != count) state.m2.assign(count, 0.0f);
+  ema_update(state.m1, spec.beta1, residual, count);
+  ema_update(state.m2, spec.beta2, residual, count);
+}
+
+}  // namespace echo

@@ -1,0 +1,47 @@
+// Replays a recorded trace through an all-reduce backend and measures the error process:
+// injected errors delta_k, net errors rho_k, partial sums S_t, q, and the bound of Eq. 21.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "echo/allreduce.h"
+#include "echo/backend.h"
+#include "echo/status.h"
+#include "echo/trace.h"
+
+namespace echo {
+
+struct ReplayOptions {
+  AllReduceSpec spec;             // dtype is taken from the trace unless dtype_override is set
+  std::optional<DType> dtype_override;
+  bool save_outputs = false;      // write /outputs [passes, sites, ranks, n]
+  bool allow_nonfinite = false;   // otherwise a NaN/Inf contribution is refused, naming its place
+  // Called after every site with (pass, site); may print progress.
+  std::function<void(std::size_t, std::size_t)> on_site;
+};
+
+struct ReplaySummary {
+  TraceInfo trace;
+  DType dtype = DType::kFloat32;
+  double q = 0.0;                 // max_k ||delta_k|| over all passes and sites
+  double mean_injected_norm = 0.0;
+  double max_partial_sum = 0.0;   // max_t ||S_t||
+  double bound = 0.0;             // Eq. 21 at the configured gain, N = sites
+  double mu_w = 0.0;
+  double tau_2 = 0.0;
+  double final_partial_sum = 0.0; // mean over passes of ||S_{N-1}||
+  double relative_output_error = 0.0;  // mean over sites of ||rho_k|| / ||sum_i x_k,i||
+  std::size_t poisoned_groups = 0;
+  std::size_t exact_path_sites = 0;
+  double seconds = 0.0;           // wall time of the backend calls
+};
+
+// The trace must already be open. The result file is written to out_path atomically.
+Status replay_trace(const TraceReader& trace, const std::string& out_path,
+                    const ReplayOptions& options, AllReduceBackend& backend,
+                    ReplaySummary* summary);
+
+}  // namespace echo

@@ -1,0 +1,83 @@
+// Reader and writer of recorded activation traces (HDF5, docs/trace-format.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "echo/allreduce.h"
+#include "echo/dtype.h"
+#include "echo/status.h"
+
+namespace echo {
+
+inline constexpr const char* kTraceFormatName = "echo-trace";
+inline constexpr int kTraceFormatVersion = 1;
+
+enum class SiteKind : std::int8_t { kAttention = 0, kMlp = 1 };
+
+struct TraceInfo {
+  int ranks = 0;
+  Direction direction = Direction::kForward;
+  DType dtype = DType::kFloat32;
+  std::size_t passes = 0;
+  std::size_t sites = 0;
+  std::size_t count = 0;  // elements per contribution (n)
+  bool has_hidden_states = false;
+  std::vector<std::int8_t> site_kind;  // empty when absent
+  std::optional<std::int64_t> tokens;
+  std::optional<std::int64_t> hidden;
+  std::string model;
+  std::string source;
+};
+
+class TraceReader {
+ public:
+  TraceReader();
+  ~TraceReader();
+  TraceReader(TraceReader&&) noexcept;
+  TraceReader& operator=(TraceReader&&) noexcept;
+
+  // Opens and validates the file's attributes and dataset shapes; messages name the file and field.
+  Status open(const std::string& path);
+  const TraceInfo& info() const { return info_; }
+  const std::string& path() const { return path_; }
+
+  // contributions of one site: out[rank * count + i], float32.
+  Status read_site(std::size_t pass, std::size_t site, float* out) const;
+  // hidden states of one pass: out[(sites + 1) * count].
+  Status read_hidden_states(std::size_t pass, float* out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  TraceInfo info_;
+  std::string path_;
+};
+
+// Writes a trace to PATH.tmp-<pid> and renames it to PATH on commit(); a writer destroyed
+// without commit() removes the temporary file.
+class TraceWriter {
+ public:
+  TraceWriter();
+  ~TraceWriter();
+  TraceWriter(TraceWriter&&) noexcept;
+  TraceWriter& operator=(TraceWriter&&) noexcept;
+
+  // info.passes, sites, count, ranks fix the dataset shapes; compression level 0..9 (gzip).
+  Status create(const std::string& path, const TraceInfo& info, int compression = 4);
+  // contributions of one site: in[rank * count + i].
+  Status write_site(std::size_t pass, std::size_t site, const float* in);
+  // hidden states of one pass: in[(sites + 1) * count]; requires info.has_hidden_states.
+  Status write_hidden_states(std::size_t pass, const float* in);
+  Status commit();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace echo

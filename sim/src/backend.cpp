@@ -1,0 +1,32 @@
+#include "echo/backend.h"
+
+#include <vector>
+
+namespace echo {
+namespace {
+
+class CpuBackend final : public AllReduceBackend {
+ public:
+  CpuBackend(const AllReduceSpec& spec, int ranks) : spec_(spec), ranks_(ranks), states_(ranks) {}
+  const char* name() const override { return "cpu"; }
+  void start_pass() override {
+    for (CompensatorState& s : states_) s.reset();
+  }
+  Status run(std::size_t count, const float* const* inputs, float* const* outputs,
+             float* const* compensated, AllReduceReport* report) override {
+    return allreduce(spec_, ranks_, count, inputs, outputs, states_.data(), compensated, report);
+  }
+
+ private:
+  AllReduceSpec spec_;
+  int ranks_;
+  std::vector<CompensatorState> states_;
+};
+
+}  // namespace
+
+std::unique_ptr<AllReduceBackend> make_cpu_backend(const AllReduceSpec& spec, int ranks) {
+  return std::make_unique<CpuBackend>(spec, ranks);
+}
+
+}  // namespace echo

@@ -1,0 +1,202 @@
+#include "echo/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "echo/ema_kernel.h"
+#include "echo/hdf5_util.h"
+
+namespace echo {
+namespace {
+
+double norm2(const std::vector<double>& v) {
+  double s = 0.0;
+  for (double x : v) s += x * x;
+  return std::sqrt(s);
+}
+
+// Refuses values that are non-finite in the trace or become so when rounded to the dtype.
+Status find_nonfinite(const TraceReader& trace, std::size_t pass, std::size_t site,
+                      const float* contributions, DType dtype) {
+  const TraceInfo& info = trace.info();
+  for (int r = 0; r < info.ranks; ++r) {
+    const float* x = contributions + static_cast<std::size_t>(r) * info.count;
+    for (std::size_t i = 0; i < info.count; ++i) {
+      if (!std::isfinite(round_to_dtype(x[i], dtype))) {
+        const std::string what = std::isfinite(x[i]) ? "value " + std::to_string(x[i]) +
+                                                           " overflows " + dtype_name(dtype)
+                                                     : "non-finite value " + std::to_string(x[i]);
+        return Status(StatusCode::kNonFiniteInput,
+                      trace.path() + ": " + what +
+                          " in '/contributions' at pass " + std::to_string(pass) + ", site " +
+                          std::to_string(site) + ", rank " + std::to_string(r) + ", index " +
+                          std::to_string(i) + " (use --allow-nonfinite to replay it anyway)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void write_config_attributes(H5::H5File& file, const AllReduceSpec& spec, const std::string& trace,
+                             const char* backend) {
+  h5::write_string_attribute(file, "trace", trace);
+  h5::write_string_attribute(file, "backend", backend);
+  h5::write_string_attribute(file, "dtype", dtype_name(spec.dtype));
+  h5::write_string_attribute(file, "algorithm", algorithm_name(spec.algorithm));
+  h5::write_string_attribute(file, "quantizer", quantizer_name(spec.quant.kind));
+  h5::write_int_attribute(file, "bits", spec.quant.bits);
+  h5::write_int_attribute(file, "group", spec.quant.group);
+  h5::write_string_attribute(file, "compensator", compensator_mode_name(spec.compensator.mode));
+  h5::write_string_attribute(file, "residual", residual_mode_name(spec.compensator.residual));
+  h5::write_double_attribute(file, "eta", spec.compensator.eta);
+  h5::write_double_attribute(file, "a", spec.compensator.a);
+  h5::write_double_attribute(file, "beta1", spec.compensator.beta1);
+  h5::write_double_attribute(file, "beta2", spec.compensator.beta2);
+  h5::write_double_attribute(file, "beta", spec.compensator.beta);
+  h5::write_int_attribute(file, "exact_max_count", static_cast<std::int64_t>(spec.exact_max_count));
+}
+
+}  // namespace
+
+Status replay_trace(const TraceReader& trace, const std::string& out_path,
+                    const ReplayOptions& options, AllReduceBackend& backend,
+                    ReplaySummary* summary) {
+  const TraceInfo& info = trace.info();
+  AllReduceSpec spec = options.spec;
+  spec.dtype = options.dtype_override.value_or(info.dtype);
+  spec.direction = info.direction;
+  if (Status s = spec.validate(info.ranks); !s.ok()) return s;
+
+  const std::size_t n = info.count;
+  const std::size_t ranks = static_cast<std::size_t>(info.ranks);
+  ReplaySummary result;
+  result.trace = info;
+  result.dtype = spec.dtype;
+  const EmaKernel kernel = EmaKernel::from(spec.compensator);
+  result.mu_w = kernel.mu_w();
+  result.tau_2 = kernel.tau_2();
+
+  h5::AtomicFile out;
+  if (Status s = out.create(out_path); !s.ok()) return s;
+  H5::DataSet net_error, injected_error, partial_sum_norm, injected_norm, outputs;
+  try {
+    H5::H5File& f = out.file();
+    net_error = h5::create_dataset(f, "/net_error", H5::PredType::IEEE_F64LE,
+                                   {info.passes, info.sites, n}, {1, 1, n}, 0);
+    injected_error = h5::create_dataset(f, "/injected_error", H5::PredType::IEEE_F64LE,
+                                        {info.passes, info.sites, n}, {1, 1, n}, 0);
+    partial_sum_norm = h5::create_dataset(f, "/partial_sum_norm", H5::PredType::IEEE_F64LE,
+                                          {info.passes, info.sites}, {1, info.sites}, 0);
+    injected_norm = h5::create_dataset(f, "/injected_norm", H5::PredType::IEEE_F64LE,
+                                       {info.passes, info.sites}, {1, info.sites}, 0);
+    if (options.save_outputs) {
+      outputs = h5::create_dataset(f, "/outputs", H5::PredType::IEEE_F32LE,
+                                   {info.passes, info.sites, ranks, n}, {1, 1, 1, n}, 0);
+    }
+    write_config_attributes(f, spec, trace.path(), backend.name());
+  } catch (const H5::Exception& e) {
+    return Status(StatusCode::kIoError, out_path + ": cannot create datasets (" + e.getDetailMsg() + ")");
+  }
+
+  std::vector<float> x(ranks * n), y(ranks * n), xp(ranks * n);
+  std::vector<const float*> in_ptr(ranks);
+  std::vector<float*> out_ptr(ranks), xp_ptr(ranks);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    in_ptr[r] = x.data() + r * n;
+    out_ptr[r] = y.data() + r * n;
+    xp_ptr[r] = xp.data() + r * n;
+  }
+  std::vector<double> delta(n), rho(n), partial(n);
+  std::vector<double> partial_norms(info.sites), injected_norms(info.sites);
+  double injected_total = 0.0, relative_total = 0.0, final_total = 0.0;
+
+  for (std::size_t pass = 0; pass < info.passes; ++pass) {
+    backend.start_pass();
+    std::fill(partial.begin(), partial.end(), 0.0);
+    for (std::size_t site = 0; site < info.sites; ++site) {
+      if (Status s = trace.read_site(pass, site, x.data()); !s.ok()) return s;
+      if (!options.allow_nonfinite) {
+        if (Status s = find_nonfinite(trace, pass, site, x.data(), spec.dtype); !s.ok()) return s;
+      }
+      round_to_dtype(x.data(), x.size(), spec.dtype);
+      AllReduceReport report;
+      const auto t0 = std::chrono::steady_clock::now();
+      if (Status s = backend.run(n, in_ptr.data(), out_ptr.data(), xp_ptr.data(), &report); !s.ok()) {
+        return Status(s.code(), "pass " + std::to_string(pass) + ", site " + std::to_string(site) +
+                                    ": " + s.message());
+      }
+      result.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      result.poisoned_groups += report.poisoned_groups;
+      result.exact_path_sites += report.exact_path ? 1 : 0;
+
+      // delta = y - sum_i x'_i and rho = y - sum_i x_i, from rank 0's output, ranks in order.
+      double sum_norm_sq = 0.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        double sx = 0.0, sxp = 0.0;
+        for (std::size_t r = 0; r < ranks; ++r) {
+          sx += static_cast<double>(x[r * n + i]);
+          sxp += static_cast<double>(xp[r * n + i]);
+        }
+        const double yi = static_cast<double>(y[i]);
+        delta[i] = yi - sxp;
+        rho[i] = yi - sx;
+        partial[i] += rho[i];
+        sum_norm_sq += sx * sx;
+      }
+      const double dn = norm2(delta);
+      const double pn = norm2(partial);
+      injected_norms[site] = dn;
+      partial_norms[site] = pn;
+      result.q = std::max(result.q, dn);
+      result.max_partial_sum = std::max(result.max_partial_sum, pn);
+      injected_total += dn;
+      relative_total += sum_norm_sq > 0.0 ? norm2(rho) / std::sqrt(sum_norm_sq) : 0.0;
+      try {
+        h5::write_block(net_error, {pass, site, 0}, {1, 1, n}, H5::PredType::NATIVE_DOUBLE, rho.data());
+        h5::write_block(injected_error, {pass, site, 0}, {1, 1, n}, H5::PredType::NATIVE_DOUBLE, delta.data());
+        if (options.save_outputs) {
+          h5::write_block(outputs, {pass, site, 0, 0}, {1, 1, ranks, n}, H5::PredType::NATIVE_FLOAT, y.data());
+        }
+      } catch (const H5::Exception& e) {
+        return Status(StatusCode::kIoError, out_path + ": write failed (" + e.getDetailMsg() + ")");
+      }
+      if (options.on_site) options.on_site(pass, site);
+    }
+    final_total += partial_norms.back();
+    try {
+      h5::write_block(partial_sum_norm, {pass, 0}, {1, info.sites}, H5::PredType::NATIVE_DOUBLE, partial_norms.data());
+      h5::write_block(injected_norm, {pass, 0}, {1, info.sites}, H5::PredType::NATIVE_DOUBLE, injected_norms.data());
+    } catch (const H5::Exception& e) {
+      return Status(StatusCode::kIoError, out_path + ": write failed (" + e.getDetailMsg() + ")");
+    }
+  }
+
+  const double calls = static_cast<double>(info.passes * info.sites);
+  result.mean_injected_norm = injected_total / calls;
+  result.relative_output_error = relative_total / calls;
+  result.final_partial_sum = final_total / static_cast<double>(info.passes);
+  result.bound = kernel.partial_sum_bound(info.sites, result.q);
+  try {
+    H5::H5File& f = out.file();
+    h5::write_double_attribute(f, "q", result.q);
+    h5::write_double_attribute(f, "mu_w", result.mu_w);
+    h5::write_double_attribute(f, "tau_2", result.tau_2);
+    h5::write_double_attribute(f, "max_partial_sum", result.max_partial_sum);
+    h5::write_double_attribute(f, "bound", result.bound);
+    h5::write_int_attribute(f, "poisoned_groups", static_cast<std::int64_t>(result.poisoned_groups));
+  } catch (const H5::Exception& e) {
+    return Status(StatusCode::kIoError, out_path + ": cannot write attributes (" + e.getDetailMsg() + ")");
+  }
+  net_error = H5::DataSet();
+  injected_error = H5::DataSet();
+  partial_sum_norm = H5::DataSet();
+  injected_norm = H5::DataSet();
+  outputs = H5::DataSet();
+  if (Status s = out.commit(); !s.ok()) return s;
+  if (summary != nullptr) *summary = result;
+  return Status::Ok();
+}
+
+}  // namespace echo

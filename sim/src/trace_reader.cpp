@@ -1,0 +1,175 @@
+// Validating reader of the trace format (docs/trace-format.md).
+#include <string>
+
+#include "echo/trace.h"
+#include "echo/hdf5_util.h"
+
+namespace echo {
+
+struct TraceReader::Impl {
+  H5::H5File file;
+  H5::DataSet contributions;
+  H5::DataSet hidden_states;
+};
+
+TraceReader::TraceReader() = default;
+TraceReader::~TraceReader() = default;
+TraceReader::TraceReader(TraceReader&&) noexcept = default;
+TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
+
+namespace {
+
+Status format_error(const std::string& path, const std::string& what) {
+  return Status(StatusCode::kFormatError, path + ": " + what);
+}
+
+Status require_float_dataset(const H5::DataSet& dataset, const std::string& path,
+                             const std::string& name) {
+  if (dataset.getTypeClass() != H5T_FLOAT || dataset.getFloatType().getSize() != 4) {
+    return format_error(path, "dataset '" + name + "' must be float32");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status TraceReader::open(const std::string& path) {
+  path_ = path;
+  info_ = TraceInfo{};
+  auto impl = std::make_unique<Impl>();
+  if (Status s = h5::open_read(path, &impl->file); !s.ok()) return s;
+  try {
+    std::optional<std::string> text;
+    std::optional<std::int64_t> number;
+
+    if (Status s = h5::read_string_attribute(impl->file, path, "format", &text); !s.ok()) return s;
+    if (!text) return format_error(path, "root attribute 'format' is missing (not an echo trace)");
+    if (*text != kTraceFormatName) {
+      return format_error(path, "root attribute 'format' is '" + *text + "', expected 'echo-trace'");
+    }
+    if (Status s = h5::read_int_attribute(impl->file, path, "version", &number); !s.ok()) return s;
+    if (!number) return format_error(path, "root attribute 'version' is missing");
+    if (*number != kTraceFormatVersion) {
+      return format_error(path, "unsupported version " + std::to_string(*number) + " (this build reads 1)");
+    }
+    if (Status s = h5::read_int_attribute(impl->file, path, "ranks", &number); !s.ok()) return s;
+    if (!number) return format_error(path, "root attribute 'ranks' is missing");
+    if (*number < 1 || *number > kMaxRanks) {
+      return format_error(path, "root attribute 'ranks' is " + std::to_string(*number) + ", must be in [1, 8]");
+    }
+    info_.ranks = static_cast<int>(*number);
+    if (Status s = h5::read_string_attribute(impl->file, path, "direction", &text); !s.ok()) return s;
+    if (!text) return format_error(path, "root attribute 'direction' is missing");
+    if (*text == "forward") {
+      info_.direction = Direction::kForward;
+    } else if (*text == "backward") {
+      info_.direction = Direction::kBackward;
+    } else {
+      return format_error(path, "root attribute 'direction' is '" + *text + "', expected 'forward' or 'backward'");
+    }
+
+    std::vector<hsize_t> dims;
+    if (Status s = h5::dataset_shape(impl->file, path, "/contributions", &impl->contributions, &dims); !s.ok()) return s;
+    if (Status s = require_float_dataset(impl->contributions, path, "/contributions"); !s.ok()) return s;
+    if (dims.size() != 4) {
+      return format_error(path, "dataset '/contributions' has " + std::to_string(dims.size()) +
+                                    " dimensions, expected 4 [passes, sites, ranks, n]");
+    }
+    if (dims[2] != static_cast<hsize_t>(info_.ranks)) {
+      return format_error(path, "dataset '/contributions' has " + std::to_string(dims[2]) +
+                                    " ranks in dimension 2 but attribute 'ranks' says " + std::to_string(info_.ranks));
+    }
+    if (dims[0] == 0 || dims[1] == 0 || dims[3] == 0) {
+      return format_error(path, "dataset '/contributions' is empty");
+    }
+    info_.passes = dims[0];
+    info_.sites = dims[1];
+    info_.count = dims[3];
+    if (Status s = h5::read_string_attribute(impl->contributions, path, "dtype", &text); !s.ok()) return s;
+    if (!text) return format_error(path, "dataset '/contributions' has no 'dtype' attribute");
+    const std::optional<DType> dtype = parse_dtype(*text);
+    if (!dtype || *text != dtype_name(*dtype)) {
+      return format_error(path, "attribute '/contributions/dtype' is '" + *text +
+                                    "', expected 'float32', 'bfloat16' or 'float16'");
+    }
+    info_.dtype = *dtype;
+
+    if (impl->file.nameExists("/hidden_states")) {
+      if (Status s = h5::dataset_shape(impl->file, path, "/hidden_states", &impl->hidden_states, &dims); !s.ok()) return s;
+      if (Status s = require_float_dataset(impl->hidden_states, path, "/hidden_states"); !s.ok()) return s;
+      if (dims.size() != 3 || dims[0] != info_.passes || dims[1] != info_.sites + 1 ||
+          dims[2] != info_.count) {
+        return format_error(path, "dataset '/hidden_states' must have shape [passes, sites + 1, n] = [" +
+                                      std::to_string(info_.passes) + ", " + std::to_string(info_.sites + 1) +
+                                      ", " + std::to_string(info_.count) + "]");
+      }
+      info_.has_hidden_states = true;
+    }
+    if (impl->file.nameExists("/site_kind")) {
+      H5::DataSet kinds;
+      if (Status s = h5::dataset_shape(impl->file, path, "/site_kind", &kinds, &dims); !s.ok()) return s;
+      if (kinds.getTypeClass() != H5T_INTEGER || dims.size() != 1 || dims[0] != info_.sites) {
+        return format_error(path, "dataset '/site_kind' must be int8 of shape [sites] = [" +
+                                      std::to_string(info_.sites) + "]");
+      }
+      info_.site_kind.resize(info_.sites);
+      h5::read_block(kinds, {0}, {info_.sites}, H5::PredType::NATIVE_INT8, info_.site_kind.data());
+      for (std::size_t k = 0; k < info_.sites; ++k) {
+        if (info_.site_kind[k] != 0 && info_.site_kind[k] != 1) {
+          return format_error(path, "dataset '/site_kind' holds " + std::to_string(info_.site_kind[k]) +
+                                        " at index " + std::to_string(k) + " (0 attention, 1 MLP)");
+        }
+      }
+    }
+    if (Status s = h5::read_int_attribute(impl->file, path, "tokens", &info_.tokens); !s.ok()) return s;
+    if (Status s = h5::read_int_attribute(impl->file, path, "hidden", &info_.hidden); !s.ok()) return s;
+    if (info_.tokens && info_.hidden &&
+        static_cast<std::uint64_t>(*info_.tokens) * static_cast<std::uint64_t>(*info_.hidden) != info_.count) {
+      return format_error(path, "attributes tokens x hidden = " + std::to_string(*info_.tokens) + " x " +
+                                    std::to_string(*info_.hidden) + " do not match n = " + std::to_string(info_.count));
+    }
+    if (Status s = h5::read_string_attribute(impl->file, path, "model", &text); !s.ok()) return s;
+    info_.model = text.value_or("");
+    if (Status s = h5::read_string_attribute(impl->file, path, "source", &text); !s.ok()) return s;
+    info_.source = text.value_or("");
+  } catch (const H5::Exception& e) {
+    return format_error(path, "unreadable (" + e.getDetailMsg() + ")");
+  }
+  impl_ = std::move(impl);
+  return Status::Ok();
+}
+
+Status TraceReader::read_site(std::size_t pass, std::size_t site, float* out) const {
+  if (!impl_) return Status(StatusCode::kInvalidArgument, "trace is not open");
+  if (pass >= info_.passes || site >= info_.sites) {
+    return Status(StatusCode::kInvalidArgument, path_ + ": pass " + std::to_string(pass) + " site " +
+                                                    std::to_string(site) + " is out of range");
+  }
+  try {
+    h5::read_block(impl_->contributions, {pass, site, 0, 0},
+                   {1, 1, static_cast<hsize_t>(info_.ranks), info_.count},
+                   H5::PredType::NATIVE_FLOAT, out);
+  } catch (const H5::Exception& e) {
+    return Status(StatusCode::kIoError, path_ + ": reading '/contributions' at pass " + std::to_string(pass) +
+                                            " site " + std::to_string(site) + " failed (" + e.getDetailMsg() + ")");
+  }
+  return Status::Ok();
+}
+
+Status TraceReader::read_hidden_states(std::size_t pass, float* out) const {
+  if (!impl_ || !info_.has_hidden_states) {
+    return Status(StatusCode::kInvalidArgument, path_ + ": the trace has no '/hidden_states'");
+  }
+  if (pass >= info_.passes) {
+    return Status(StatusCode::kInvalidArgument, path_ + ": pass " + std::to_string(pass) + " is out of range");
+  }
+  try {
+    h5::read_block(impl_->hidden_states, {pass, 0, 0}, {1, info_.sites + 1, info_.count},
+                   H5::PredType::NATIVE_FLOAT, out);
+  } catch (const H5::Exception& e) {
+    return Status(StatusCode::kIoError, path_ + ": reading '/hidden_states' failed (" + e.getDetailMsg() + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace echo

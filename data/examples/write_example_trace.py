@@ -26,20 +26,31 @@ def make_contributions(rng, passes, sites, ranks, tokens, hidden):
     return x.reshape(passes, sites, ranks, n)
 
 
+def round_to_bfloat16(x):
+    """Round float32 to the nearest bfloat16 (ties to even), kept in float32 storage."""
+    bits = x.astype(np.float32).view(np.uint32)
+    rounding = np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    return ((bits + rounding) & np.uint32(0xFFFF0000)).view(np.float32)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("output")
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--sites", type=int, default=56)
     parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--tokens", type=int, default=24)
-    parser.add_argument("--hidden", type=int, default=200)
+    parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--hidden", type=int, default=100)
     parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
     x = make_contributions(rng, args.passes, args.sites, args.ranks, args.tokens, args.hidden)
+    if args.dtype == "bfloat16":
+        x = round_to_bfloat16(x)
+    elif args.dtype == "float16":
+        x = x.astype(np.float16).astype(np.float32)
     hidden_states = np.cumsum(
         np.concatenate([rng.standard_normal((args.passes, 1, x.shape[-1])).astype(np.float32),
                         x.sum(axis=2)], axis=1), axis=1)

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Configures and builds everything into build/ (CUDA sources too when nvcc is found).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh
+# nvcc lives outside the default PATH in the usual toolkit layout.
+if [ -z "${CUDACXX:-}" ] && ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+jobs=$(nproc)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${ECHO_CMAKE_ARGS:-} >build.configure.log 2>&1 ||
+  { cat build.configure.log; exit 1; }
+targets=()
+for t in ${ECHO_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build build -j"$jobs" "${targets[@]}"

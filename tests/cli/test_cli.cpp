@@ -1,0 +1,195 @@
+// echotk end to end: --help everywhere, replay and quantize outputs, and bad input refused with
+// exit code 2, a message naming the problem, and no file left behind.
+#include <boost/test/unit_test.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "echo/dtype.h"
+#include "echo/hdf5_util.h"
+#include "echo/quantizer.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using echo::test::data_path;
+
+namespace {
+
+struct Run {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+Run run_echotk(const std::string& args) {
+  const std::string cmd = std::string(ECHO_BINARY_DIR) + "/bin/echotk " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  BOOST_TEST_REQUIRE(pipe != nullptr);
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (std::fgets(buffer.data(), buffer.size(), pipe)) output += buffer.data();
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+// A fresh directory per test case, removed afterwards.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("echo-cli-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  std::size_t entries() const {
+    return static_cast<std::size_t>(std::distance(fs::directory_iterator(path), fs::directory_iterator()));
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cli)
+
+BOOST_AUTO_TEST_CASE(every_subcommand_has_help) {
+  for (const char* command : {"replay", "quantize", "ppl", "capture", "prove", "bench"}) {
+    const Run r = run_echotk(std::string(command) + " --help");
+    BOOST_TEST(r.exit_code == 0, command << ": " << r.output);
+    BOOST_TEST(r.output.find("Usage") != std::string::npos, command);
+  }
+  const Run top = run_echotk("--help");
+  BOOST_TEST(top.exit_code == 0);
+  BOOST_TEST(top.output.find("replay") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_option_is_bad_input) {
+  const Run r = run_echotk("replay " + data_path("tests/data/good_small.h5") + " --out /dev/null --bits 3x");
+  BOOST_TEST(r.exit_code == 2);
+}
+
+BOOST_AUTO_TEST_CASE(replay_writes_the_documented_datasets) {
+  TempDir dir;
+  const std::string out = dir.file("result.h5");
+  const Run r = run_echotk("replay " + data_path("tests/data/good_small.h5") + " --out " + out +
+                           " --save-outputs --quiet");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+  BOOST_TEST(r.output.find("max_t ||S_t||") != std::string::npos);
+  H5::H5File file;
+  BOOST_TEST_REQUIRE(echo::h5::open_read(out, &file).ok());
+  const std::pair<const char*, std::vector<hsize_t>> expected[] = {
+      {"/outputs", {2, 3, 4, 300}},      {"/net_error", {2, 3, 300}},
+      {"/injected_error", {2, 3, 300}},  {"/partial_sum_norm", {2, 3}},
+      {"/injected_norm", {2, 3}}};
+  for (const auto& [name, dims] : expected) {
+    H5::DataSet ds;
+    std::vector<hsize_t> got;
+    BOOST_TEST_REQUIRE(echo::h5::dataset_shape(file, out, name, &ds, &got).ok(), name);
+    BOOST_TEST(got == dims, name);
+  }
+  for (const char* attr : {"q", "mu_w", "tau_2", "max_partial_sum", "bound"}) {
+    BOOST_TEST(file.attrExists(attr), attr);
+  }
+  // The run is deterministic: a second replay writes the same outputs.
+  const std::string again = dir.file("again.h5");
+  BOOST_TEST_REQUIRE(run_echotk("replay " + data_path("tests/data/good_small.h5") + " --out " + again +
+                                " --save-outputs --quiet").exit_code == 0);
+  H5::H5File file2;
+  BOOST_TEST_REQUIRE(echo::h5::open_read(again, &file2).ok());
+  std::vector<float> a(2 * 3 * 4 * 300), b(a.size());
+  echo::h5::read_block(file.openDataSet("/outputs"), {0, 0, 0, 0}, {2, 3, 4, 300}, H5::PredType::NATIVE_FLOAT, a.data());
+  echo::h5::read_block(file2.openDataSet("/outputs"), {0, 0, 0, 0}, {2, 3, 4, 300}, H5::PredType::NATIVE_FLOAT, b.data());
+  BOOST_TEST(echo::test::first_bit_difference(a.data(), b.data(), a.size()) == -1);
+}
+
+BOOST_AUTO_TEST_CASE(h5py_files_with_fixed_length_strings_load) {
+  TempDir dir;
+  const Run r = run_echotk("replay " + data_path("tests/data/good_fixed_strings.h5") + " --out " +
+                           dir.file("r.h5") + " --quiet");
+  BOOST_TEST(r.exit_code == 0, r.output);
+  BOOST_TEST(r.output.find("float16") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(bad_traces_are_refused_with_a_named_reason) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"bad_missing_contributions.h5", "'/contributions' is missing"},
+      {"bad_format.h5", "'format' is 'something-else'"},
+      {"bad_version.h5", "unsupported version 2"},
+      {"bad_ranks_mismatch.h5", "attribute 'ranks' says 3"},
+      {"bad_rank3_dataset.h5", "3 dimensions"},
+      {"bad_dtype_attr.h5", "'int8'"},
+      {"bad_float64.h5", "must be float32"},
+      {"bad_no_direction.h5", "'direction' is missing"},
+      {"bad_nonfinite.h5", "pass 1, site 2, rank 3, index 17"},
+      {"bad_not_hdf5.h5", "not an HDF5 file"},
+      {"does_not_exist.h5", "cannot read the file"}};
+  for (const auto& [name, words] : cases) {
+    TempDir dir;
+    const Run r = run_echotk("replay " + data_path(std::string("tests/data/") + name) + " --out " +
+                             dir.file("out.h5") + " --quiet");
+    BOOST_TEST(r.exit_code == 2, name << ": " << r.output);
+    BOOST_TEST(r.output.find(words) != std::string::npos, name << ": " << r.output);
+    BOOST_TEST(r.output.find(name) != std::string::npos, name << " is not named: " << r.output);
+    BOOST_TEST(dir.entries() == 0u, name << ": a file was left behind");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(nonfinite_replay_can_be_allowed) {
+  TempDir dir;
+  const Run r = run_echotk("replay " + data_path("tests/data/bad_nonfinite.h5") + " --out " +
+                           dir.file("out.h5") + " --allow-nonfinite --quiet");
+  BOOST_TEST(r.exit_code == 0, r.output);
+  BOOST_TEST(r.output.find("poisoned groups") != std::string::npos, r.output);
+}
+
+BOOST_AUTO_TEST_CASE(quantize_matches_the_library) {
+  TempDir dir;
+  const std::string in = dir.file("x.h5"), out = dir.file("q.h5");
+  const std::vector<float> x = echo::test::activations(1000, 4u, 3.0f, 0.5f);
+  {
+    H5::H5File f(in, H5F_ACC_TRUNC);
+    H5::DataSet ds = echo::h5::create_dataset(f, "/x", H5::PredType::IEEE_F32LE, {1000}, {1000}, 0);
+    echo::h5::write_block(ds, {0}, {1000}, H5::PredType::NATIVE_FLOAT, x.data());
+  }
+  const Run r = run_echotk("quantize " + in + " " + out + " --bits 4 --group 64 --quantizer naive");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+  echo::QuantSpec spec{4, 64, echo::QuantizerKind::kNaive};
+  std::vector<float> expected(1000), got(1000), scale(16);
+  echo::quantize_dequantize(spec, x.data(), 1000, expected.data());
+  H5::H5File f;
+  BOOST_TEST_REQUIRE(echo::h5::open_read(out, &f).ok());
+  echo::h5::read_block(f.openDataSet("/dequantized"), {0}, {1000}, H5::PredType::NATIVE_FLOAT, got.data());
+  echo::h5::read_block(f.openDataSet("/scale"), {0}, {16}, H5::PredType::NATIVE_FLOAT, scale.data());
+  BOOST_TEST(echo::test::first_bit_difference(expected.data(), got.data(), 1000) == -1);
+  BOOST_TEST(scale[3] > 0.0f);
+  std::vector<std::uint8_t> codes(1000);
+  echo::h5::read_block(f.openDataSet("/codes"), {0}, {1000}, H5::PredType::NATIVE_UINT8, codes.data());
+  BOOST_TEST(*std::max_element(codes.begin(), codes.end()) == 15);
+}
+
+BOOST_AUTO_TEST_CASE(quantize_refuses_bad_input) {
+  TempDir dir;
+  const std::string in = dir.file("x.h5");
+  {
+    H5::H5File f(in, H5F_ACC_TRUNC);
+    std::vector<double> y(10, 1.0);
+    H5::DataSet ds = echo::h5::create_dataset(f, "/y", H5::PredType::IEEE_F64LE, {10}, {10}, 0);
+    echo::h5::write_block(ds, {0}, {10}, H5::PredType::NATIVE_DOUBLE, y.data());
+  }
+  Run r = run_echotk("quantize " + in + " " + dir.file("q.h5"));
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.output.find("'/x' is missing") != std::string::npos, r.output);
+  r = run_echotk("quantize " + in + " " + dir.file("q.h5") + " --group 100");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.output.find("group") != std::string::npos, r.output);
+  BOOST_TEST(!fs::exists(dir.file("q.h5")));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Small trace files for the input-validation tests, written with h5py's defaults.
+
+    python3 tests/data/generate.py tests/data
+
+good_*.h5 must load; bad_*.h5 must be refused with a message naming the problem (the expected
+words are listed in tests/cli/test_cli.cpp next to each file).
+"""
+import os
+import sys
+
+import h5py
+import numpy as np
+
+
+def trace(path, passes=2, sites=3, ranks=4, n=300, dtype="bfloat16", attrs=None, data=None,
+          contributions_dtype=np.float32, shape=None, fixed_strings=False, drop=()):
+    rng = np.random.default_rng(7)
+    x = data if data is not None else rng.standard_normal((passes, sites, ranks, n)).astype(np.float32)
+    if shape is not None:
+        x = x.reshape(shape)
+    with h5py.File(path, "w") as f:
+        base = {"format": "echo-trace", "version": 1, "ranks": ranks, "direction": "forward"}
+        base.update(attrs or {})
+        for key, value in base.items():
+            if key in drop:
+                continue
+            if fixed_strings and isinstance(value, str):
+                value = np.bytes_(value)
+            f.attrs[key] = value
+        if "contributions" not in drop:
+            d = f.create_dataset("contributions", data=x.astype(contributions_dtype))
+            if "dtype" not in drop:
+                d.attrs["dtype"] = np.bytes_(dtype) if fixed_strings else dtype
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    p = lambda name: os.path.join(out, name)
+    trace(p("good_small.h5"))
+    trace(p("good_fixed_strings.h5"), fixed_strings=True, dtype="float16")
+    trace(p("bad_missing_contributions.h5"), drop=("contributions",))
+    trace(p("bad_format.h5"), attrs={"format": "something-else"})
+    trace(p("bad_version.h5"), attrs={"version": 2})
+    trace(p("bad_ranks_mismatch.h5"), attrs={"ranks": 3})
+    trace(p("bad_rank3_dataset.h5"), shape=(2, 3, 1200))
+    trace(p("bad_dtype_attr.h5"), dtype="int8")
+    trace(p("bad_float64.h5"), contributions_dtype=np.float64)
+    trace(p("bad_no_direction.h5"), drop=("direction",))
+    x = np.random.default_rng(3).standard_normal((2, 3, 4, 300)).astype(np.float32)
+    x[1, 2, 3, 17] = np.nan
+    trace(p("bad_nonfinite.h5"), data=x)
+    with open(p("bad_not_hdf5.h5"), "w") as f:
+        f.write("this is not an HDF5 file\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -74,3 +74,30 @@ BOOST_AUTO_TEST_CASE(names_parse_back) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(dtype_arrays)
+
+BOOST_AUTO_TEST_CASE(array_rounding_matches_scalar_rounding) {
+  // The vectorized bfloat16 path must agree with the scalar conversion on every kind of value:
+  // ties, carries into the exponent, overflow to Inf, subnormals, NaN payloads.
+  std::vector<float> values;
+  for (std::uint32_t hi = 0; hi < 0x10000; hi += 3) {
+    for (std::uint32_t lo : {0x0000u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
+      values.push_back(bits_float((hi << 16) | lo));
+    }
+  }
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    std::vector<float> array = values;
+    round_to_dtype(array.data(), array.size(), dtype);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const float scalar = round_to_dtype(values[i], dtype);
+      if (std::isnan(scalar)) {
+        BOOST_TEST_REQUIRE(std::isnan(array[i]));
+      } else {
+        BOOST_TEST_REQUIRE(float_bits(array[i]) == float_bits(scalar), "value bits " << std::hex << float_bits(values[i]));
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

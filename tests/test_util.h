@@ -49,11 +49,14 @@ inline std::string data_path(const std::string& relative) {
 
 }  // namespace echo::test
 
+#include "echo/allreduce.h"
 #include "echo/status.h"
 
 namespace echo {
-// Lets Boost.Test print status codes in failed assertions.
+// Lets Boost.Test print these enums in failed assertions.
 inline std::ostream& operator<<(std::ostream& os, StatusCode code) {
   return os << status_code_name(code);
 }
+inline std::ostream& operator<<(std::ostream& os, DType dtype) { return os << dtype_name(dtype); }
+inline std::ostream& operator<<(std::ostream& os, Direction d) { return os << direction_name(d); }
 }  // namespace echo

@@ -34,6 +34,15 @@ struct ReplaySummary {
   double tau_2 = 0.0;
   double final_partial_sum = 0.0; // mean over passes of ||S_{N-1}||
   double relative_output_error = 0.0;  // mean over sites of ||rho_k|| / ||sum_i x_k,i||
+  double mean_correction_norm = 0.0;   // mean over sites of ||C_k||, C_k = sum_i (x'_k,i - x_k,i)
+  double rms_partial_sum = 0.0;        // sqrt of the mean over passes and sites of ||S_t||^2
+  // Remark 1's scale at the configured gain: q sqrt(sum_{m<N} phi_m^2), the bound on the root
+  // mean square of ||S_t|| when the errors follow the noise model (not assumed, compared).
+  double remark1_bound = 0.0;
+  double theorem1_bound = 0.0;         // (1 + mu_w) q, Theorem 1's bound at gain 1
+  // With /hidden_states: max over passes and sites of ||S_t|| / (sqrt(n) sigma_{t+1}), the
+  // partial sum against the hidden state it perturbs; NaN without hidden states.
+  double max_relative_deviation = 0.0;
   std::size_t poisoned_groups = 0;
   std::size_t exact_path_sites = 0;
   double seconds = 0.0;           // wall time of the backend calls

@@ -1,0 +1,33 @@
+// Tolerances shared by several checks, each with its derivation.
+#pragma once
+
+#include <cstddef>
+
+namespace echo::proofs {
+
+// The paper prints its constants to the digits shown (2.095, 1.280, 26.7, 5.0): a printed value
+// is correct when the exact value rounds to it, i.e. lies within half a unit of the last digit.
+inline constexpr double kHalfUnitThreeDecimals = 5e-4;
+inline constexpr double kHalfUnitOneDecimal = 5e-2;
+
+// Identities evaluated in float64 on both sides: each side is a sum of at most ~N^2 products of
+// factors of norm <= a few, so each side carries a relative rounding error below
+// N^2 * 2^-52 ~ 512^2 * 2.2e-16 ~ 6e-11; 1e-9 leaves a margin of 15.
+inline constexpr double kFloat64IdentityRelTol = 1e-9;
+
+// Unit roundoff of binary32.
+inline constexpr double kFp32Unit = 0x1.0p-24;
+// fp32 roundings that touch one element of C_k per rank and site in the reference compensator
+// (docs/numerics.md s. 6): 1 in x' = x + c, 4 forming c (a m1, oa m2, their sum, eta *), 2 in
+// u = x' - y/P, 3 per average update (beta m, ob u, sum) for 2 averages, carried over earlier
+// sites with total weight <= 1/(1 - beta1) < 3.4: 1 + 4 + (2 + 6) * 3.4 = 32.2 -> 33. Each is at
+// most kFp32Unit times a quantity bounded by |x'| + |y|/P at that site, so the partial sum
+// identities hold up to kRoundingsPerElement * kFp32Unit * sum_{k<=t} sum_i (||x'_ki|| + ||y_k||/P).
+inline constexpr double kRoundingsPerElement = 33.0;
+
+// Monte Carlo: one-sided z for a per-statistic false-alarm probability 3.2e-5; with at most 64
+// statistics per check a Bonferroni bound keeps a spurious FAIL below 2e-3 per check (and the
+// seeds are fixed, so a run is reproducible).
+inline constexpr double kConfidenceZ = 4.0;
+
+}  // namespace echo::proofs

@@ -1,0 +1,89 @@
+// Every group of checks passes on this build, and a wrong claim is caught: a check that cannot
+// fail proves nothing.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include <Eigen/Core>
+
+#include "echo/ema_kernel.h"
+#include "echo/proofs/check.h"
+#include "echo/proofs/report.h"
+#include "reference_channel.h"
+
+using namespace echo;
+using namespace echo::proofs;
+
+namespace {
+void expect_no_failure(const std::vector<CheckResult>& results) {
+  BOOST_TEST(!results.empty());
+  for (const CheckResult& r : results) BOOST_TEST((r.verdict != Verdict::kFail), r.name << ": " << r.measured);
+}
+struct SingleThread {
+  SingleThread() { Eigen::setNbThreads(1); }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(proofs)
+
+BOOST_FIXTURE_TEST_CASE(constants_pass, SingleThread) { expect_no_failure(constant_checks()); }
+BOOST_FIXTURE_TEST_CASE(source_pass, SingleThread) { expect_no_failure(source_checks()); }
+BOOST_FIXTURE_TEST_CASE(noise_pass, SingleThread) { expect_no_failure(noise_checks()); }
+BOOST_FIXTURE_TEST_CASE(linear_pass, SingleThread) { expect_no_failure(linear_checks()); }
+BOOST_FIXTURE_TEST_CASE(propagation_pass, SingleThread) { expect_no_failure(propagation_checks()); }
+BOOST_FIXTURE_TEST_CASE(backward_pass, SingleThread) { expect_no_failure(backward_checks()); }
+
+BOOST_AUTO_TEST_CASE(trace_checks_run_on_the_example_and_skip_missing) {
+  ProveOptions o;
+  o.traces = {std::string(ECHO_SOURCE_DIR) + "/data/examples/synthetic_p4.h5", "/nonexistent/trace.h5"};
+  const auto results = trace_checks(o);
+  expect_no_failure(results);
+  bool skipped_missing = false, passed = false;
+  for (const auto& r : results) {
+    skipped_missing |= r.verdict == Verdict::kSkip && r.note.find("not present") != std::string::npos;
+    passed |= r.verdict == Verdict::kPass;
+  }
+  BOOST_TEST(skipped_missing);
+  BOOST_TEST(passed);
+}
+
+BOOST_AUTO_TEST_CASE(verdicts) {
+  BOOST_TEST((at_most("a", "", 1.0, 1.0).verdict == Verdict::kPass));
+  BOOST_TEST((at_most("a", "", 1.0 + 1e-15, 1.0).verdict == Verdict::kFail));
+  BOOST_TEST((at_most("a", "", std::nan(""), 1.0).verdict == Verdict::kFail));  // NaN never passes
+  BOOST_TEST((within("a", "", 1.1, 1.0, 0.05).verdict == Verdict::kFail));
+  BOOST_TEST((exactly("a", "", 56.0, 56.0).verdict == Verdict::kPass));
+  BOOST_TEST(count_failures({at_most("a", "", 2, 1), at_least("b", "", 2, 1)}) == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_wrong_bound_is_caught) {
+  // The constant adversary against the default kernel exceeds a Theorem 1 bound computed with a
+  // shorter memory (beta1 = 0.5): the check must say FAIL.
+  CompensatorSpec spec;
+  spec.eta = 1.0f;
+  const SourceRun run = run_adversary(
+      spec, 4, 16, 56, [](std::size_t, std::vector<std::vector<float>>& x) { for (auto& r : x) std::fill(r.begin(), r.end(), 0.0f); },
+      [](std::size_t, const Eigen::VectorXd&, const Eigen::VectorXd&) { return Eigen::VectorXd(Eigen::VectorXd::Ones(16) * 0.25); });
+  CompensatorSpec wrong = spec;
+  wrong.beta1 = 0.5f;
+  const double q = 1.0;  // ||0.25 * ones(16)|| = 1
+  const CheckResult r = at_most("thm1.wrong", "", max_partial_sum(run), EmaKernel::from(wrong).partial_sum_bound(56, q));
+  BOOST_TEST((r.verdict == Verdict::kFail));
+}
+
+BOOST_AUTO_TEST_CASE(json_is_written) {
+  const std::string path = std::string(ECHO_BINARY_DIR) + "/test_prove_" + std::to_string(getpid()) + ".json";
+  BOOST_REQUIRE(write_json(path, {at_most("x", "s \"quoted\"", 1, 2)}, {{"curve", {1.0, 2.0}}}).ok());
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  BOOST_TEST(ss.str().find("\"s \\\"quoted\\\"\"") != std::string::npos);
+  BOOST_TEST(ss.str().find("\"curve\": [1, 2]") != std::string::npos);
+  std::remove(path.c_str());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

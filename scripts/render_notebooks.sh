@@ -17,6 +17,11 @@ python="${PYTHON:-python3}"
 echotk="$build/bin/echotk"
 trace="$root/data/examples/synthetic_p4.h5"
 
+if ! "$python" -c "import nbconvert, nbclient, ipykernel, matplotlib, h5py, numpy" 2>/dev/null; then
+  echo "render_notebooks: $python lacks the notebook packages:" \
+       "$python -m pip install nbconvert nbclient ipykernel matplotlib h5py numpy" >&2
+  exit 77  # CTest reads this as 'skipped'
+fi
 if [[ ! -x "$echotk" ]]; then
   echo "render_notebooks: error: $echotk not found (build first, or set ECHO_BUILD_DIR)" >&2
   exit 1

@@ -40,7 +40,14 @@ void print_summary(const ReplaySummary& s, const AllReduceSpec& spec, const std:
               s.q > 0 ? s.max_partial_sum / s.q : 0.0);
   std::printf("bound (Eq. 21)             %.6g   = %.3f q   (1 + mu_w = %.4f, tau_2 = %.4f)\n",
               s.bound, s.q > 0 ? s.bound / s.q : 0.0, 1.0 + s.mu_w, s.tau_2);
+  std::printf("rms_t ||S_t||              %.6g   (Remark 1 scale q sqrt(sum phi_m^2) = %.6g)\n",
+              s.rms_partial_sum, s.remark1_bound);
   std::printf("||S_{N-1}|| (mean/pass)    %.6g\n", s.final_partial_sum);
+  std::printf("mean ||C_k||               %.6g\n", s.mean_correction_norm);
+  if (t.has_hidden_states) {
+    std::printf("max ||S_t|| / (sqrt(n) sigma_t) %.6g   (deviation against the hidden state)\n",
+                s.max_relative_deviation);
+  }
   std::printf("mean ||rho_k|| / ||sum x|| %.6g\n", s.relative_output_error);
   if (s.poisoned_groups > 0) {
     std::printf("poisoned groups (NaN out)  %zu\n", s.poisoned_groups);

@@ -7,6 +7,7 @@
 #   sanitize   compute-sanitizer memcheck and racecheck on a reduced device-API test
 #   bench      echotk bench, 64 KiB .. 1 GiB bf16, all rows, appended to docs/bench-<date>.md
 #   bench-bg   the same under background peer-to-peer traffic (duty from BENCH_DUTY, default 0.5)
+#   probe      one-GPU stage timings of the owner kernel (and ncu sections on it)
 #   tune       a few pipeline depths at 1 GiB (echo4 rows only)
 # Environment: BUILD_DIR (default build-gpu), BENCH_ARGS (extra echotk bench options).
 set -uo pipefail
@@ -39,26 +40,47 @@ stage_build() {
         -DECHO_BUILD_MODEL=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
         -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||
     { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
-  cmake --build "$build" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api echo_cuda_multiprocess \
+  cmake --build "$build" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api echo_cuda_multiprocess echo_cuda_stage_probe \
         >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
   note "build ok"
 }
 
+# The GPU test executables run directly (ctest -L gpu does the same where every test target of
+# the project is built; here only the CUDA ones are, to save build time).
 stage_test() {
-  (cd "$build" && ctest -L gpu --output-on-failure --timeout 900 -j 1 >"$out/ctest.log" 2>&1)
-  local rc=$?
-  note "ctest -L gpu: rc=$rc"
-  grep -E "tests passed|Failed|FAILED|\*\*\*" "$out/ctest.log" | head -40 | tee -a "$summary"
+  local t rc
+  for t in cuda_bitexact cuda_device_api; do
+    timeout ${TEST_TIMEOUT:-400} "$build/bin/$t" --log_level=test_suite --report_level=short >"$out/test-$t.log" 2>&1
+    rc=$?
+    note "$t: rc=$rc $(grep -E 'Test module|failure|error' "$out/test-$t.log" | grep -v 'no errors' | head -8 | tr '\n' ' ')"
+  done
+  timeout 300 "$root/tests/cuda/run_multiprocess.sh" "$build/bin/echo_cuda_multiprocess" >"$out/test-multiprocess.log" 2>&1
+  note "multiprocess: rc=$? $(grep -E 'differ|rank' "$out/test-multiprocess.log" | tr '\n' ' ' | cut -c1-400)"
+}
+
+stage_probe() {
+  local p=$build/bin/echo_cuda_stage_probe
+  for args in "536870912 4 4 off" "536870912 4 4 dual" "536870912 4 8 off"; do
+    $p $args 2>&1 | tee -a "$out/probe.log"
+  done
+  timeout 240 ncu --clock-control none -k regex:owner_allreduce --launch-skip 3 --launch-count 3 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section MemoryWorkloadAnalysis $p 134217728 4 4 off >"$out/ncu.log" 2>&1
+  note "ncu: rc=$?"
+  grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Limit" "$out/ncu.log" | head -60
 }
 
 stage_sanitize() {
-  local t=$build/bin/cuda_device_api
-  [[ -x $t ]] || t=$(find "$build" -name cuda_device_api -type f | head -1)
+  # One GPU, no peer waits: every stage kernel at an awkward size under memcheck and racecheck.
+  local p=$build/bin/echo_cuda_stage_probe
   for tool in memcheck racecheck; do
-    timeout 550 compute-sanitizer --tool $tool --error-exitcode 9 "$t" \
-      --run_test=in_place_out_of_place_shifted_and_rounds >"$out/sanitize-$tool.log" 2>&1
-    note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool.log" | tail -1)"
+    timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$p" 1000003 4 4 dual >"$out/sanitize-$tool.log" 2>&1
+    note "compute-sanitizer $tool (stage probe): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool.log" | tail -1)"
   done
+  # Peer-to-peer calls across the GPUs (in place, shifted, several rounds) under memcheck.
+  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/bin/cuda_device_api" \
+    --run_test=in_place_out_of_place_shifted_and_rounds >"$out/sanitize-memcheck-p2p.log" 2>&1
+  note "compute-sanitizer memcheck (P2P device API): rc=$? $(grep -E 'ERROR SUMMARY|timed out|passed|failed' "$out/sanitize-memcheck-p2p.log" | tail -2 | tr '\n' ' ')"
 }
 
 run_bench() {
@@ -76,7 +98,7 @@ run_bench() {
 }
 
 stage_bench() { run_bench plain; }
-stage_bench-bg() { run_bench bg --background-duty "${BENCH_DUTY:-0.5}" -b 1048576 -f 4; }
+stage_bench-bg() { run_bench bg --background-duty "${BENCH_DUTY:-0.5}" -b 1048576; }
 stage_tune() {
   for t in 4 8 16 32; do
     echo "## tiles-per-wave $t" | tee -a "$out/tune.log"

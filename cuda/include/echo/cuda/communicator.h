@@ -1,0 +1,82 @@
+// Echo all-reduce on CUDA GPUs: the public host API (docs/cuda-api.md).
+//
+//   Communicator*  create_group(...)  one process driving P GPUs (ranks may share a GPU)
+//                  create_from_nccl() one process per GPU; peer buffers through CUDA IPC handles
+//                                     exchanged over the caller's NCCL communicator
+//   allreduce(comm, in, out, count, spec, state, stream)  enqueue one call, returns at once
+//   synchronize(comm, &report)        wait for the calls so far; report the last one's result
+//   destroy(comm)
+//
+// Every function returns a Status; none exits or throws. allreduce performs no host
+// synchronization: stages are ordered across GPUs by peer-visible flags and inside a GPU by the
+// caller's stream, so repeated calls can be captured into a CUDA graph.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstddef>
+
+#include "echo/allreduce.h"
+#include "echo/status.h"
+
+namespace echo::cuda {
+
+enum class Transport : int {
+  kPeerToPeer = 0,  // kernels write into peers' memory over NVLink (the Echo path)
+  kNccl = 1,        // same algorithm and bits over ncclSend/ncclRecv + ncclAllGather
+};
+
+struct CommOptions {
+  // Bytes of one source's receive slot: one round of a segment's codes and parameters. Larger
+  // messages run in several rounds (bit-identical: rounds split on tile boundaries).
+  std::size_t slot_bytes = std::size_t{72} << 20;
+  // Elements per round of the exact small-message path.
+  std::size_t exact_capacity = std::size_t{1} << 20;
+  // A wait on a peer flag longer than this fails the call with kTimeout (rank, tile, stage).
+  double timeout_seconds = 10.0;
+  // Tiles per wave of resident blocks (pipeline depth); 0 picks the default.
+  int tiles_per_wave = 0;
+  Transport transport = Transport::kPeerToPeer;
+};
+
+// The small-message switch-over measured on 4x H200 (docs/performance.md): messages of at most
+// this many elements take the exact fp32 path. Pass it as AllReduceSpec::exact_max_count (the CPU
+// reference takes the same value, so both agree at every size).
+inline constexpr std::size_t kDefaultExactMaxCount = 131072;
+
+class Communicator;
+struct CompensatorBuffers;
+
+// Single process: ranks[r] of comms lives on devices[r]; several ranks may share one device.
+Status create_group(int ranks, const int* devices, const CommOptions& options, Communicator** comms);
+// One process per GPU: `nccl` spans the ranks; the current device is this rank's GPU.
+Status create_from_nccl(ncclComm_t nccl, const CommOptions& options, Communicator** comm);
+Status destroy(Communicator* comm);
+
+int comm_rank(const Communicator* comm);
+int comm_ranks(const Communicator* comm);
+int comm_device(const Communicator* comm);
+
+// Compensator state of one rank for one pass direction (m1, m2 in fp32, on the rank's device),
+// for messages of up to `capacity` elements; starts reset.
+Status create_compensator(Communicator* comm, std::size_t capacity, CompensatorBuffers** state);
+// Start of a pass: the next call applies no correction and starts the averages from zero.
+Status reset_compensator(CompensatorBuffers* state, cudaStream_t stream);
+Status destroy_compensator(CompensatorBuffers* state);
+
+// One all-reduce of `count` elements of spec.dtype; in == out is allowed. `state` may be null when
+// spec.compensator.mode is off. `compensated` (optional, fp32[count]) receives x' = x + c.
+// In the global residual mode the state update runs on a side stream after the call, reading the
+// output: do not write `out` before the next call on this communicator or join().
+Status allreduce(Communicator* comm, const void* in, void* out, std::size_t count,
+                 const AllReduceSpec& spec, CompensatorBuffers* state, cudaStream_t stream,
+                 float* compensated = nullptr);
+// Makes `stream` wait for the pending state update (before ending a graph capture, or before
+// reading the state).
+Status join(Communicator* comm, cudaStream_t stream);
+// Waits for every call issued so far and fills the last call's report (poisoned groups of this
+// rank's segment, shared exponent, path taken). Returns kTimeout if a peer wait timed out.
+Status synchronize(Communicator* comm, AllReduceReport* report);
+
+}  // namespace echo::cuda

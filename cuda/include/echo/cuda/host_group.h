@@ -1,0 +1,28 @@
+// P simulated ranks of the CUDA all-reduce driven from host arrays, for `echotk replay --backend
+// cuda` and the bit-exact tests. Compiles without CUDA headers in the includer.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "echo/allreduce.h"
+#include "echo/status.h"
+
+namespace echo::cuda {
+
+// Number of CUDA devices; 0 when there is no GPU or no driver (never fails loudly).
+int device_count();
+
+// P ranks on the GPUs present; ranks share GPUs round-robin when there are fewer GPUs.
+class HostGroup {
+ public:
+  static Status create(int ranks, const AllReduceSpec& spec, std::unique_ptr<HostGroup>* out);
+  virtual ~HostGroup();
+  // Host float arrays per rank in and out (values already representable in spec.dtype), same
+  // contract as echo::allreduce in reference/include/echo/allreduce.h; compensated may be null.
+  virtual Status allreduce(std::size_t count, const float* const* inputs, float* const* outputs,
+                           float* const* compensated, AllReduceReport* report) = 0;
+  virtual void reset_compensator() = 0;  // start of a pass
+};
+
+}  // namespace echo::cuda

@@ -1,0 +1,82 @@
+// One process per GPU: the rank's workspace is shared with its peers through CUDA IPC handles,
+// exchanged with one ncclAllGather over the caller's NCCL communicator (launched by mpirun or a
+// torchrun-style launcher; the NCCL unique id reaches the processes the usual way, see
+// tests/cuda/multiprocess_main.cpp).
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "communicator_impl.h"
+
+namespace echo::cuda {
+
+Status create_from_nccl(ncclComm_t nccl, const CommOptions& options, Communicator** comm) {
+  if (nccl == nullptr || comm == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "create_from_nccl needs an NCCL communicator");
+  }
+  auto c = std::make_unique<Communicator>();
+  int ranks = 0, rank = 0, device = 0;
+  ECHO_NCCL_CHECK(ncclCommCount(nccl, &ranks));
+  ECHO_NCCL_CHECK(ncclCommUserRank(nccl, &rank));
+  ECHO_NCCL_CHECK(ncclCommCuDevice(nccl, &device));
+  if (ranks > kMaxRanks) {
+    return Status(StatusCode::kInvalidArgument, "at most 8 ranks, the NCCL communicator has " +
+                                                    std::to_string(ranks));
+  }
+  c->rank = rank;
+  c->ranks = ranks;
+  c->device = device;
+  c->options = options;
+  c->nccl = nccl;
+  ECHO_RETURN_IF_ERROR(init_local(c.get()));
+
+  // Exchange: every rank's IPC handle and device id.
+  struct Entry {
+    cudaIpcMemHandle_t handle;
+    int device;
+    int pad[15];
+  };
+  Entry mine{};
+  ECHO_CUDA_CHECK(cudaIpcGetMemHandle(&mine.handle, c->workspace));
+  mine.device = device;
+  Entry* d_all = nullptr;
+  ECHO_CUDA_CHECK(cudaMalloc(&d_all, sizeof(Entry) * (ranks + 1)));
+  Entry* d_mine = d_all + ranks;
+  ECHO_CUDA_CHECK(cudaMemcpy(d_mine, &mine, sizeof(Entry), cudaMemcpyHostToDevice));
+  cudaStream_t s = nullptr;
+  ECHO_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  ECHO_NCCL_CHECK(ncclAllGather(d_mine, d_all, sizeof(Entry), ncclUint8, nccl, s));
+  ECHO_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::vector<Entry> all(ranks);
+  ECHO_CUDA_CHECK(cudaMemcpy(all.data(), d_all, sizeof(Entry) * ranks, cudaMemcpyDeviceToHost));
+  ECHO_CUDA_CHECK(cudaFree(d_all));
+  c->ranks_on_device = 0;
+  for (int r = 0; r < ranks; ++r) {
+    if (all[r].device == device) ++c->ranks_on_device;
+    int same = 0;
+    for (int q = 0; q < ranks; ++q) same += all[q].device == all[r].device;
+    c->max_ranks_on_device = std::max(c->max_ranks_on_device, same);
+  }
+  for (int r = 0; r < ranks; ++r) {
+    if (r == rank) continue;
+    void* p = nullptr;
+    ECHO_CUDA_CHECK(cudaIpcOpenMemHandle(&p, all[r].handle, cudaIpcMemLazyEnablePeerAccess));
+    c->peer_base[r] = static_cast<char*>(p);
+    c->peer_ipc[r] = true;
+  }
+  // Every rank has zeroed its workspace (init_local synchronizes) before anyone writes into a peer:
+  // one more collective acts as the barrier.
+  int* d_one = nullptr;
+  ECHO_CUDA_CHECK(cudaMalloc(&d_one, sizeof(int)));
+  ECHO_NCCL_CHECK(ncclAllReduce(d_one, d_one, 1, ncclInt32, ncclSum, nccl, s));
+  ECHO_CUDA_CHECK(cudaStreamSynchronize(s));
+  ECHO_CUDA_CHECK(cudaFree(d_one));
+  ECHO_CUDA_CHECK(cudaStreamDestroy(s));
+  *comm = c.release();
+  return Status::Ok();
+}
+
+}  // namespace echo::cuda

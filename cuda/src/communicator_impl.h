@@ -1,0 +1,71 @@
+// Internal state of a communicator: the rank's workspace, the peer address table, the side stream
+// for the compensator update and the schedule cache.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <map>
+#include <tuple>
+
+#include "echo/cuda/communicator.h"
+#include "kernel_args.h"
+
+namespace echo::cuda {
+
+// Tiling of one call shape, computed once per (dtype, bits, quantizer, group, segment size).
+struct Schedule {
+  int grid;
+  int rounds;
+  std::size_t round_groups;  // groups per round of a full segment
+  int tile_groups;
+  int num_tiles;             // tiles per round
+  int lag;
+  std::size_t codes_bytes;
+};
+
+// (dtype, bits, quantizer, group, segment groups, compensator on): the variant decides residency.
+using ScheduleKey = std::tuple<int, int, int, int, std::size_t, bool>;
+
+class Communicator {
+ public:
+  int rank = 0;
+  int ranks = 1;
+  int device = 0;
+  int ranks_on_device = 1;      // ranks sharing this rank's GPU (grid sizing)
+  int max_ranks_on_device = 1;  // the most ranks on any GPU of the group: the tiling uses it, so
+                                // every rank cuts the same tiles whatever GPU it runs on
+  int sm_count = 0;
+  int exact_blocks_per_sm = 1;
+  CommOptions options;
+  WorkspaceLayout layout{};
+  char* workspace = nullptr;          // own allocation
+  char* peer_base[kMaxRanks] = {};    // every rank's workspace in this process's address space
+  bool peer_ipc[kMaxRanks] = {};      // opened through cudaIpcOpenMemHandle
+  device::ErrorRecord* error = nullptr;  // host-mapped
+  cudaStream_t side = nullptr;        // compensator update (global residual mode)
+  cudaEvent_t entry_done = nullptr;   // main work of the last call finished (side stream waits)
+  cudaEvent_t update_done = nullptr;  // last side-stream update finished (next call waits)
+  bool update_pending = false;
+  ncclComm_t nccl = nullptr;          // NCCL transport / bootstrap communicator
+  bool owns_nccl = false;             // created by create_group (destroyed with the communicator)
+  std::map<ScheduleKey, Schedule> schedules;
+
+  Control* control() const { return reinterpret_cast<Control*>(workspace + layout.control_offset); }
+};
+
+struct CompensatorBuffers {
+  Communicator* comm = nullptr;
+  std::size_t capacity = 0;
+  std::size_t count = 0;  // size of the averages since the last reset (0: reset)
+  float* m1 = nullptr;
+  float* m2 = nullptr;
+  void* stash = nullptr;  // capacity * 4 bytes: copy of the input for the global-mode update
+  int* fresh = nullptr;
+};
+
+WorkspaceLayout make_layout(const CommOptions& options, int ranks);
+// Allocates and zeroes the rank's workspace, streams, events and error record.
+Status init_local(Communicator* comm);
+
+}  // namespace echo::cuda

@@ -1,0 +1,101 @@
+// Arguments shared by the host launchers and the kernels: the workspace layout (identical on every
+// rank, so a peer's buffer is its base address plus the same offset) and one call's parameters.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "echo/allreduce.h"
+#include "flag_types.h"
+
+namespace echo::cuda {
+
+inline constexpr int kBlockThreads = 256;
+inline constexpr int kWarpsPerBlock = kBlockThreads / 32;
+inline constexpr int kMaxTilesPerRound = 4096;
+inline constexpr int kStagePush = 1;
+inline constexpr int kStageReduce = 2;
+inline constexpr int kStageTail = 4;
+inline constexpr int kExactChunk = 4096;  // elements per block job of the exact path (g divides it)
+
+// Byte offsets inside each rank's workspace allocation.
+struct WorkspaceLayout {
+  std::size_t slot_bytes;        // one source's codes + parameters for one round of a segment
+  std::size_t exact_capacity;    // elements per exact-path round
+  std::size_t recv_offset;       // [P][slot_bytes]: push payload from source rank r
+  std::size_t gather_offset;     // [P][slot_bytes]: gathered payload from owner r
+  std::size_t exact_offset;      // [2 parities][P][exact_capacity] fp32
+  std::size_t push_flags_offset;    // [P][kMaxTilesPerRound] u64, written by source r
+  std::size_t gather_flags_offset;  // [P][kMaxTilesPerRound] u64, written by owner r
+  std::size_t exact_flags_offset;   // [P][exact_capacity / kExactChunk] u64
+  std::size_t scale_words_offset;   // [P] u64: (epoch << 32) | max|x'| bits of rank r
+  std::size_t control_offset;       // Control (this rank only)
+  std::size_t total_bytes;
+};
+
+// Per-rank counters that only this rank's kernels touch.
+struct Control {
+  unsigned long long seq;     // epoch of the last finished launch
+  unsigned int done_blocks;   // last-block-done counter of the main kernels
+  unsigned int max_done_blocks;
+  unsigned int max_bits;      // running max |x'| as float bits (non-negative floats order as uints)
+  int abort;                  // set when a wait of this rank failed
+  // Poisoned groups of this rank's segment, one counter per call parity: the last launch of a
+  // call publishes its count and zeroes the next call's, so no host memset is needed per call.
+  unsigned long long poisoned[2];
+  unsigned long long report_poisoned;  // of the last finished call
+  int scale_exponent;
+  int exact_path;
+};
+
+struct CompensatorArgs {
+  CompensatorMode mode;
+  ResidualMode residual;
+  float eta, a, oa, beta1, ob1, beta2, ob2, beta, ob;
+  float* m1;   // null when off
+  float* m2;   // dual only
+  int* fresh;  // device word: 1 right after a reset (apply is skipped, as for an empty state)
+  void* stash; // global mode: copy of the input for the update on the side stream
+};
+
+struct CallArgs {
+  int rank;
+  int ranks;
+  DType dtype;
+  int bits;
+  int group;
+  QuantizerKind kind;
+  std::size_t count;
+  const void* in;
+  void* out;
+  float* compensated;  // optional x' (fp32, gradient units)
+  CompensatorArgs comp;
+  bool backward;
+  int round;  // index of this launch inside the call (epoch of the call = epoch - round)
+  // Stages this launch runs (kStagePush | kStageReduce | kStageTail). The peer-to-peer transport
+  // runs all three in one launch, ordered by flags; the NCCL transport runs one stage per launch
+  // on local buffers, with NCCL collectives between launches and no flags.
+  int stages;
+  bool nccl;
+
+  // Segmentation and the round's tiling, in groups.
+  std::size_t groups_per_segment;
+  std::size_t num_groups;
+  std::size_t round_group_begin;  // first group of this round inside every segment
+  std::size_t round_groups;       // groups of this round (full segments)
+  std::size_t codes_bytes;        // bytes of the codes region of one slot
+  int tile_groups;
+  int num_tiles;
+  int lag;  // steps between the push of a tile and its reduce (and reduce and tail)
+
+  // Exact path round.
+  std::size_t exact_begin;
+  std::size_t exact_count;
+
+  WorkspaceLayout layout;
+  char* peer_base[kMaxRanks];  // every rank's workspace as seen from this rank (own included)
+  Control* control;
+  device::WaitContext wait;
+};
+
+}  // namespace echo::cuda

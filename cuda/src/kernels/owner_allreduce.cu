@@ -1,0 +1,49 @@
+// Host launcher of the owner all-reduce kernel (owner_allreduce.cuh): picks the dtype's variant.
+#include "launch.h"
+
+namespace echo::cuda {
+
+cudaError_t owner_allreduce_f32(const CallArgs& a, bool last_round, int grid, cudaStream_t stream);
+cudaError_t owner_allreduce_bf16(const CallArgs& a, bool last_round, int grid, cudaStream_t stream);
+cudaError_t owner_allreduce_f16(const CallArgs& a, bool last_round, int grid, cudaStream_t stream);
+int owner_blocks_per_sm_f32(int bits, int group, bool comp);
+int owner_blocks_per_sm_bf16(int bits, int group, bool comp);
+int owner_blocks_per_sm_f16(int bits, int group, bool comp);
+
+cudaError_t owner_preload_f32();
+cudaError_t owner_preload_bf16();
+cudaError_t owner_preload_f16();
+
+cudaError_t owner_allreduce_preload() {
+  cudaError_t e = owner_preload_f32();
+  if (e == cudaSuccess) e = owner_preload_bf16();
+  if (e == cudaSuccess) e = owner_preload_f16();
+  return e;
+}
+
+int lane_elements(int bits, int group) {
+  // 16 elements per lane (8 or 16 bytes of codes, whole sectors per warp access) leaves room for
+  // two resident blocks per multiprocessor; a 1024-element group needs 32 to fit in one warp.
+  (void)bits;
+  return group / 16 > 32 ? 32 : 16;
+}
+
+int owner_allreduce_blocks_per_sm(DType dtype, int bits, int group, bool comp) {
+  switch (dtype) {
+    case DType::kFloat32: return owner_blocks_per_sm_f32(bits, group, comp);
+    case DType::kBFloat16: return owner_blocks_per_sm_bf16(bits, group, comp);
+    case DType::kFloat16: return owner_blocks_per_sm_f16(bits, group, comp);
+  }
+  return 1;
+}
+
+cudaError_t owner_allreduce(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
+  switch (a.dtype) {
+    case DType::kFloat32: return owner_allreduce_f32(a, last_round, grid, stream);
+    case DType::kBFloat16: return owner_allreduce_bf16(a, last_round, grid, stream);
+    case DType::kFloat16: return owner_allreduce_f16(a, last_round, grid, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace echo::cuda

@@ -1,0 +1,435 @@
+// The owner all-reduce kernel (included once per dtype by owner_allreduce_<dtype>.cu). The
+// owner all-reduce over peer-to-peer writes (paper Sec. 4.2 and Appendix C; numerics in
+// docs/numerics.md 4). One persistent kernel per rank and round runs the four stages as jobs on
+// tiles of whole groups:
+//   push   quantize segment j != rank of x' = x + c, write codes + fp16 parameters into owner j,
+//          publish push flag [rank][tile] on j
+//   reduce wait for the P-1 push flags of a tile, dequantize the copies, fp32 sum in rank order
+//          with the own full-precision values, requantize once
+//   gather write the reduced codes into every peer, publish gather flag [rank][tile] there; the
+//          owner dequantizes its own output from the same codes
+//   tail   wait for owner j's gather flag of a tile, dequantize, write the output
+// Jobs are ordered in steps (push of tile s, reduce of tile s - lag, tail of tile s - 2 lag), the
+// same order on every rank, and each block takes every gridDim-th job in that order. A job waits
+// only for jobs of earlier steps on other ranks, so with every block resident the kernel cannot
+// deadlock, and tiles of different stages overlap (quantization hides behind transfers).
+#pragma once
+
+#include "kernel_args.h"
+#include "lane_ops.cuh"
+#include "launch.h"
+
+namespace echo::cuda {
+namespace owner_detail {
+
+using namespace device;
+
+struct TileRange {
+  std::size_t first;  // first group (message index)
+  std::size_t end;    // one past the last group
+};
+
+// Groups of tile t of segment s in this round; empty when the segment is short.
+__device__ __forceinline__ TileRange tile_range(const CallArgs& a, int s, int t) {
+  const std::size_t seg_first = static_cast<std::size_t>(s) * a.groups_per_segment;
+  std::size_t seg_groups = 0;
+  if (seg_first < a.num_groups) {
+    seg_groups = a.num_groups - seg_first < a.groups_per_segment ? a.num_groups - seg_first
+                                                                 : a.groups_per_segment;
+  }
+  const std::size_t round_end = a.round_group_begin + a.round_groups;
+  std::size_t lo = a.round_group_begin + static_cast<std::size_t>(t) * a.tile_groups;
+  std::size_t hi = lo + a.tile_groups;
+  if (hi > round_end) hi = round_end;
+  if (hi > seg_groups) hi = seg_groups;
+  if (lo > hi) lo = hi;
+  return {seg_first + lo, seg_first + hi};
+}
+
+__device__ __forceinline__ unsigned long long* flag_at(char* base, std::size_t offset, int src, int tile) {
+  return reinterpret_cast<unsigned long long*>(base + offset) +
+         static_cast<std::size_t>(src) * kMaxTilesPerRound + tile;
+}
+
+// Position of a lane inside the block's sweep of a tile.
+template <int E>
+struct LaneMap {
+  int lanes_per_group;
+  int groups_per_block;
+  int group_slot;     // group index within one block iteration
+  int lane_in_group;
+  __device__ LaneMap(int group) {
+    lanes_per_group = group / E;
+    const int groups_per_warp = 32 / lanes_per_group;
+    groups_per_block = groups_per_warp * kWarpsPerBlock;
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    group_slot = warp * groups_per_warp + lane / lanes_per_group;
+    lane_in_group = lane % lanes_per_group;
+  }
+};
+
+// COMP: the compensator is on (its state lives in registers through a tile; off, those
+// registers are free).
+template <DType D, int BITS, int E, bool COMP>
+struct OwnerStages {
+  using Codes = PackedCodes<BITS, E>;
+  const CallArgs& a;
+  unsigned long long epoch;
+  Scaling sc;
+  bool fresh;
+  bool symmetric;
+  bool in_aligned;
+  bool out_aligned;
+  std::size_t group_bytes;  // packed codes of one group
+  LaneMap<E> lm;
+
+  __device__ OwnerStages(const CallArgs& args, unsigned long long ep, Scaling scaling)
+      : a(args), epoch(ep), sc(scaling), lm(args.group) {
+    fresh = COMP && *a.comp.fresh != 0;
+    symmetric = a.kind == QuantizerKind::kSymmetric;
+    in_aligned = (reinterpret_cast<std::uintptr_t>(a.in) & 15u) == 0;
+    out_aligned = (reinterpret_cast<std::uintptr_t>(a.out) & 15u) == 0;
+    group_bytes = static_cast<std::size_t>(a.group) * BITS / 8;
+  }
+
+  __device__ int valid_of(std::size_t e0) const {
+    if (e0 >= a.count) return 0;
+    const std::size_t left = a.count - e0;
+    return left < static_cast<std::size_t>(E) ? static_cast<int>(left) : E;
+  }
+
+  // x' of a lane (gradient units) with the state it was formed from; also the global-mode stash
+  // and the optional x' output.
+  __device__ void entry(std::size_t e0, int valid, float (&x)[E], float (&m1)[E], float (&m2)[E]) {
+    load_elems<D, E>(a.in, e0, valid, in_aligned, x);
+    if constexpr (COMP) {
+      if (a.comp.residual == ResidualMode::kGlobal) store_elems<D, E>(a.comp.stash, e0, valid, true, x);
+      load_state<E>(a.comp, e0, valid, m1, m2);
+      apply_compensation<E>(a.comp, fresh, m1, m2, x);
+    }
+    if (a.compensated != nullptr) store_f32<E>(a.compensated + e0, valid, x);
+  }
+
+  __device__ bool local_residual() const { return COMP && a.comp.residual == ResidualMode::kLocal; }
+
+  // Stage push: segment `dest` of x' to its owner.
+  __device__ void push(int dest, int tile) {
+    const TileRange tr = tile_range(a, dest, tile);
+    if (tr.first == tr.end) return;
+    const std::size_t seg_first = static_cast<std::size_t>(dest) * a.groups_per_segment;
+    // P2P: straight into the owner's receive slot of this rank. NCCL: into the local send slot of
+    // the owner (the gather region is idle until the reduce launch).
+    unsigned char* slot =
+        a.nccl ? reinterpret_cast<unsigned char*>(a.peer_base[a.rank]) + a.layout.gather_offset +
+                     static_cast<std::size_t>(dest) * a.layout.slot_bytes
+               : reinterpret_cast<unsigned char*>(a.peer_base[dest]) + a.layout.recv_offset +
+                     static_cast<std::size_t>(a.rank) * a.layout.slot_bytes;
+    unsigned char* params = slot + a.codes_bytes;
+    const QuantParams qp{BITS, a.kind};
+    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block) {
+      const std::size_t grp = base + lm.group_slot;
+      const bool active = grp < tr.end;
+      const std::size_t e0 = grp * a.group + static_cast<std::size_t>(lm.lane_in_group) * E;
+      const int valid = active ? valid_of(e0) : 0;
+      float x[E], m1[E], m2[E];
+      entry(e0, valid, x, m1, m2);
+      float xs[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) xs[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
+      const GroupStats st = group_stats<E>(xs, valid, lm.lanes_per_group);
+      if (!active) continue;
+      const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
+      Codes codes;
+      codes.clear();
+#pragma unroll
+      for (int k = 0; k < E; ++k) {
+        if (k < valid) codes.set(k, encode(map, xs[k]));
+      }
+      const std::size_t lg = grp - seg_first - a.round_group_begin;  // group index in the slot
+      codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
+      if (lm.lane_in_group == 0) store_params(params, lg, symmetric, map);
+      if (local_residual()) {
+        // Local residual: the rounding error this rank injected, u = x' - v (gradient units).
+        const DecodeParams dp = decode_params_of(map, symmetric, BITS);
+        float u[E];
+#pragma unroll
+        for (int k = 0; k < E; ++k) {
+          float v = decode(dp.s, dp.z, codes.get(k));
+          if (a.backward) v = fmul(v, sc.unscale);
+          u[k] = fsub(x[k], v);
+        }
+        update_state<E>(a.comp, u, m1, m2);
+        store_state<E>(a.comp, e0, valid, m1, m2);
+      }
+    }
+    if (a.nccl) return;  // ordered by the stream and the following ncclSend
+    // Publish the tile to its owner (release after the barrier covers every thread's stores).
+    block_post_flag(flag_at(a.peer_base[dest], a.layout.push_flags_offset, a.rank, tile), epoch);
+  }
+
+  // Stages reduce + gather: the own segment's tile.
+  __device__ bool reduce(int tile) {
+    const TileRange tr = tile_range(a, a.rank, tile);
+    if (tr.first == tr.end) return true;
+    char* own = a.peer_base[a.rank];
+    for (int r = 0; r < a.ranks && !a.nccl; ++r) {
+      if (r == a.rank) continue;
+      if (!block_wait_flag(a.wait, flag_at(own, a.layout.push_flags_offset, r, tile), epoch,
+                           Stage::kReduce, r, tile)) {
+        return false;
+      }
+    }
+    const std::size_t seg_first = static_cast<std::size_t>(a.rank) * a.groups_per_segment;
+    const QuantParams qp{BITS, a.kind};
+    unsigned long long poisoned = 0;
+    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block) {
+      const std::size_t grp = base + lm.group_slot;
+      const bool active = grp < tr.end;
+      const std::size_t e0 = grp * a.group + static_cast<std::size_t>(lm.lane_in_group) * E;
+      const int valid = active ? valid_of(e0) : 0;
+      const std::size_t lg = grp - seg_first - a.round_group_begin;
+      float x[E], m1[E], m2[E];
+      entry(e0, valid, x, m1, m2);
+      // fp32 sum in rank order; the owner's own copy is never quantized. Plain adds: in a group
+      // whose sum is finite no NaN arose, so they equal the reference's; a non-finite group is
+      // poisoned and its sum matters only to the local residual, which then redoes the sum with
+      // the reference's NaN results.
+      float acc[E];
+      for (int pass = 0; pass < 2; ++pass) {
+        const bool x86 = pass == 1;
+        for (int r = 0; r < a.ranks; ++r) {
+          float v[E];
+          if (r == a.rank) {
+#pragma unroll
+            for (int k = 0; k < E; ++k) v[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
+          } else if (active) {
+            const unsigned char* slot = reinterpret_cast<const unsigned char*>(own) + a.layout.recv_offset +
+                                        static_cast<std::size_t>(r) * a.layout.slot_bytes;
+            const DecodeParams dp = load_params(slot + a.codes_bytes, lg, symmetric, BITS);
+            Codes c;
+            c.load(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
+            const bool poisoned = dp.s != dp.s;
+#pragma unroll
+            for (int k = 0; k < E; ++k) v[k] = poisoned ? poisoned_value(dp.s) : decode_finite(dp.s, dp.z, c.get(k));
+          } else {
+#pragma unroll
+            for (int k = 0; k < E; ++k) v[k] = 0.0f;
+          }
+#pragma unroll
+          for (int k = 0; k < E; ++k) acc[k] = r == 0 ? v[k] : (x86 ? fadd(acc[k], v[k]) : __fadd_rn(acc[k], v[k]));
+        }
+        if (x86 || !local_residual()) break;
+        // Slow pass only for this lane's non-finite sums in the local residual mode.
+        bool lane_finite = true;
+#pragma unroll
+        for (int k = 0; k < E; ++k) lane_finite = lane_finite && (k >= valid || is_finite(acc[k]));
+        if (lane_finite || !local_residual()) break;
+      }
+      const GroupStats st = group_stats<E>(acc, valid, lm.lanes_per_group);
+      if (!active) continue;
+      // Gather: quantize the sum once and send the same codes to every peer.
+      const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
+      if (map.poisoned && lm.lane_in_group == 0) ++poisoned;
+      Codes codes;
+      codes.clear();
+#pragma unroll
+      for (int k = 0; k < E; ++k) {
+        if (k < valid) codes.set(k, encode(map, acc[k]));
+      }
+      // NCCL: only the own slot; ncclAllGather delivers it to the peers.
+      for (int r = a.nccl ? 0 : 1; r < (a.nccl ? 1 : a.ranks); ++r) {
+        const int peer = (a.rank + r) % a.ranks;
+        unsigned char* slot = reinterpret_cast<unsigned char*>(a.peer_base[peer]) + a.layout.gather_offset +
+                              static_cast<std::size_t>(a.rank) * a.layout.slot_bytes;
+        codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
+        if (lm.lane_in_group == 0) store_params(slot + a.codes_bytes, lg, symmetric, map);
+      }
+      // The owner's output comes from the very codes it sent.
+      const DecodeParams dp = decode_params_of(map, symmetric, BITS);
+      float y[E];
+      if (map.poisoned) {
+#pragma unroll
+        for (int k = 0; k < E; ++k) {
+          float v = decode(dp.s, dp.z, codes.get(k));
+          if (a.backward) v = fmul(v, sc.unscale);
+          y[k] = round_to<D>(v);
+        }
+        store_elems<D, E>(a.out, e0, valid, out_aligned, y);
+      } else {
+        // Finite scale: the values are finite, the hardware conversion rounds them.
+#pragma unroll
+        for (int k = 0; k < E; ++k) {
+          float v = decode_finite(dp.s, dp.z, codes.get(k));
+          if (a.backward) v = __fmul_rn(v, sc.unscale);
+          y[k] = Elem<D>::load(Elem<D>::store_not_nan(v));
+        }
+        store_elems<D, E, true>(a.out, e0, valid, out_aligned, y);
+      }
+      if (local_residual()) {
+        // Local residual of the owner: its gather error, u = acc - y (gradient units).
+        float u[E];
+#pragma unroll
+        for (int k = 0; k < E; ++k) u[k] = fsub(a.backward ? fmul(acc[k], sc.unscale) : acc[k], y[k]);
+        update_state<E>(a.comp, u, m1, m2);
+        store_state<E>(a.comp, e0, valid, m1, m2);
+      }
+    }
+    if (poisoned != 0) atomicAdd(&a.control->poisoned[(epoch - a.round) & 1], poisoned);
+    // Publish the gathered tile to every peer: one thread per peer after the barrier.
+    __syncthreads();
+    if (!a.nccl && threadIdx.x > 0 && threadIdx.x < a.ranks) {
+      const int peer = (a.rank + threadIdx.x) % a.ranks;
+      store_release_sys(flag_at(a.peer_base[peer], a.layout.gather_flags_offset, a.rank, tile), epoch);
+    }
+    return true;
+  }
+
+  // Stage tail: owner's gathered tile into the output.
+  __device__ bool tail(int owner, int tile) {
+    const TileRange tr = tile_range(a, owner, tile);
+    if (tr.first == tr.end) return true;
+    char* own = a.peer_base[a.rank];
+    if (!a.nccl && !block_wait_flag(a.wait, flag_at(own, a.layout.gather_flags_offset, owner, tile),
+                                    epoch, Stage::kTail, owner, tile)) {
+      return false;
+    }
+    const std::size_t seg_first = static_cast<std::size_t>(owner) * a.groups_per_segment;
+    const unsigned char* slot = reinterpret_cast<const unsigned char*>(own) + a.layout.gather_offset +
+                                static_cast<std::size_t>(owner) * a.layout.slot_bytes;
+    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block) {
+      const std::size_t grp = base + lm.group_slot;
+      if (grp >= tr.end) continue;
+      const std::size_t e0 = grp * a.group + static_cast<std::size_t>(lm.lane_in_group) * E;
+      const int valid = valid_of(e0);
+      const std::size_t lg = grp - seg_first - a.round_group_begin;
+      const DecodeParams dp = load_params(slot + a.codes_bytes, lg, symmetric, BITS);
+      Codes c;
+      c.load(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
+      float y[E];
+      if (dp.s != dp.s) {
+        // Poisoned group: every element is the scale's NaN; stored through the NaN rule.
+#pragma unroll
+        for (int k = 0; k < E; ++k) y[k] = poisoned_value(dp.s);
+        store_elems<D, E>(a.out, e0, valid, out_aligned, y);
+      } else {
+#pragma unroll
+        for (int k = 0; k < E; ++k) {
+          float v = decode_finite(dp.s, dp.z, c.get(k));
+          if (a.backward) v = __fmul_rn(v, sc.unscale);  // finite times a power of two: no NaN
+          y[k] = v;
+        }
+        store_elems<D, E, true>(a.out, e0, valid, out_aligned, y);
+      }
+    }
+    __syncthreads();  // the next job's wait reuses shared state
+    return true;
+  }
+};
+
+template <DType D, int BITS, int E, bool COMP>
+__global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : 2) owner_allreduce_kernel(CallArgs a, bool last_round) {
+  const unsigned long long epoch = a.control->seq + 1;
+  Scaling sc = make_scaling(0);
+  bool ok = true;
+  if (a.backward) ok = block_read_scaling(a, epoch - a.round, &sc);
+  OwnerStages<D, BITS, E, COMP> st(a, epoch, sc);
+  const int P = a.ranks;
+  const long long jobs_per_step = 2LL * P - 1;
+  const long long jobs = (static_cast<long long>(a.num_tiles) + 2LL * a.lag) * jobs_per_step;
+  for (long long job = blockIdx.x; ok && job < jobs; job += gridDim.x) {
+    const long long step = job / jobs_per_step;
+    const int r = static_cast<int>(job % jobs_per_step);
+    if (r < P - 1) {
+      if ((a.stages & kStagePush) && step < a.num_tiles) st.push((a.rank + 1 + r) % P, static_cast<int>(step));
+    } else if (r == P - 1) {
+      const long long tile = step - a.lag;
+      if ((a.stages & kStageReduce) && tile >= 0 && tile < a.num_tiles) ok = st.reduce(static_cast<int>(tile));
+    } else {
+      const long long tile = step - 2LL * a.lag;
+      if ((a.stages & kStageTail) && tile >= 0 && tile < a.num_tiles) ok = st.tail((a.rank + 1 + (r - P)) % P, static_cast<int>(tile));
+    }
+    if (load_volatile(&a.control->abort)) ok = false;
+  }
+  // Last block out advances the epoch (device-side, so graph replays see fresh epochs) and, in
+  // the local residual mode, marks the state as no longer fresh.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();  // this block's control writes before the done count
+    const unsigned prev = atomicAdd(&a.control->done_blocks, 1u);
+    if (prev == gridDim.x - 1) {
+      a.control->done_blocks = 0;
+      a.control->seq = epoch;
+      if (a.round == 0) a.control->scale_exponent = sc.k;
+      if (last_round) {
+        finish_report(a.control, epoch, a.round, 0);
+        if (a.comp.mode != CompensatorMode::kOff && a.comp.residual == ResidualMode::kLocal) *a.comp.fresh = 0;
+      }
+    }
+  }
+}
+
+template <DType D, int BITS, int E>
+cudaError_t launch_typed(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
+  if (a.comp.mode == CompensatorMode::kOff) {
+    owner_allreduce_kernel<D, BITS, E, false><<<grid, kBlockThreads, 0, stream>>>(a, last_round);
+  } else {
+    owner_allreduce_kernel<D, BITS, E, true><<<grid, kBlockThreads, 0, stream>>>(a, last_round);
+  }
+  return cudaGetLastError();
+}
+
+template <DType D>
+cudaError_t launch_dtype(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
+  const int e = lane_elements(a.bits, a.group);
+  if (a.bits == 4) {
+    return e == 32 ? launch_typed<D, 4, 32>(a, last_round, grid, stream)
+                   : launch_typed<D, 4, 16>(a, last_round, grid, stream);
+  }
+  return e == 32 ? launch_typed<D, 8, 32>(a, last_round, grid, stream)
+                 : launch_typed<D, 8, 16>(a, last_round, grid, stream);
+}
+
+// Resident blocks per multiprocessor of the variant a call of this shape launches.
+template <DType D>
+int blocks_per_sm_dtype(int bits, int group, bool comp) {
+  const void* fn = nullptr;
+  const int e = lane_elements(bits, group);
+#define ECHO_PICK(B, EE)                                                                      \
+  fn = comp ? reinterpret_cast<const void*>(owner_allreduce_kernel<D, B, EE, true>)          \
+            : reinterpret_cast<const void*>(owner_allreduce_kernel<D, B, EE, false>)
+  if (bits == 4) {
+    if (e == 32) ECHO_PICK(4, 32); else ECHO_PICK(4, 16);
+  } else {
+    if (e == 32) ECHO_PICK(8, 32); else ECHO_PICK(8, 16);
+  }
+#undef ECHO_PICK
+  int n = 1;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kBlockThreads, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    n = 1;
+  }
+  return n < 1 ? 1 : n;
+}
+
+// Loads every variant of this dtype into the current context (see preload_kernels).
+template <DType D>
+cudaError_t preload_dtype() {
+  const void* fns[] = {
+      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 4, 32, false>),
+      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 4, 32, true>),
+      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 4, 16, false>),
+      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 4, 16, true>),
+      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 8, 32, false>),
+      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 8, 32, true>),
+      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 8, 16, false>),
+      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 8, 16, true>)};
+  for (const void* fn : fns) {
+    cudaFuncAttributes attr;
+    if (const cudaError_t e = cudaFuncGetAttributes(&attr, fn); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace owner_detail
+}  // namespace echo::cuda

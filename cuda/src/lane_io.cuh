@@ -1,0 +1,138 @@
+// Thread-level access to a lane's E consecutive elements: the input in its dtype, fp32 state, and
+// the lane's packed codes. Vector (16-byte) accesses when the run is whole and aligned, element
+// accesses otherwise (offset-shifted user buffers, the partial last group).
+#pragma once
+
+#include <cstdint>
+
+#include "numerics.cuh"
+
+namespace echo::cuda::device {
+
+template <DType D, int E>
+__device__ __forceinline__ void load_elems(const void* base, std::size_t e0, int valid, bool aligned,
+                                           float (&v)[E]) {
+  using T = typename Elem<D>::T;
+  const T* p = static_cast<const T*>(base) + e0;
+  if (valid == E && aligned) {
+    constexpr int kWords = E * sizeof(T) / 16;
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (int w = 0; w < kWords; ++w) {
+      const uint4 u = q[w];
+      const T* t = reinterpret_cast<const T*>(&u);
+      constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) v[w * kPer + k] = Elem<D>::load(t[k]);
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < E; ++k) v[k] = k < valid ? Elem<D>::load(p[k]) : 0.0f;
+}
+
+// NOT_NAN: every value is known not to be NaN (the hardware conversion suffices).
+template <DType D, int E, bool NOT_NAN = false>
+__device__ __forceinline__ void store_elems(void* base, std::size_t e0, int valid, bool aligned,
+                                            const float (&v)[E]) {
+  using T = typename Elem<D>::T;
+  T* p = static_cast<T*>(base) + e0;
+  if (valid == E && aligned) {
+    constexpr int kPer = 16 / sizeof(T);
+    constexpr int kWords = E / kPer;
+    uint4* q = reinterpret_cast<uint4*>(p);
+#pragma unroll
+    for (int w = 0; w < kWords; ++w) {
+      uint4 u;
+      T* t = reinterpret_cast<T*>(&u);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        t[k] = NOT_NAN ? Elem<D>::store_not_nan(v[w * kPer + k]) : Elem<D>::store(v[w * kPer + k]);
+      }
+      q[w] = u;
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    if (k < valid) p[k] = Elem<D>::store(v[k]);
+  }
+}
+
+// fp32 arrays we allocate ourselves (state, staging): always 16-byte aligned at lane starts.
+template <int E>
+__device__ __forceinline__ void load_f32(const float* p, int valid, float (&v)[E]) {
+  if (valid == E) {
+#pragma unroll
+    for (int w = 0; w < E / 4; ++w) {
+      const float4 f = reinterpret_cast<const float4*>(p)[w];
+      v[4 * w] = f.x; v[4 * w + 1] = f.y; v[4 * w + 2] = f.z; v[4 * w + 3] = f.w;
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < E; ++k) v[k] = k < valid ? p[k] : 0.0f;
+}
+
+template <int E>
+__device__ __forceinline__ void store_f32(float* p, int valid, const float (&v)[E]) {
+  if (valid == E) {
+#pragma unroll
+    for (int w = 0; w < E / 4; ++w) {
+      reinterpret_cast<float4*>(p)[w] = make_float4(v[4 * w], v[4 * w + 1], v[4 * w + 2], v[4 * w + 3]);
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    if (k < valid) p[k] = v[k];
+  }
+}
+
+// A lane's codes: E codes of BITS bits packed LSB-first (docs/wire-format.md), as 32-bit words.
+template <int BITS, int E>
+struct PackedCodes {
+  static constexpr int kWords = E * BITS / 32;
+  static constexpr int kBytes = E * BITS / 8;
+  static constexpr int kPerWord = 32 / BITS;
+  std::uint32_t w[kWords];
+
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) w[i] = 0u;
+  }
+  __device__ __forceinline__ void set(int k, unsigned code) {
+    w[k / kPerWord] |= code << ((k % kPerWord) * BITS);
+  }
+  __device__ __forceinline__ unsigned get(int k) const {
+    return (w[k / kPerWord] >> ((k % kPerWord) * BITS)) & ((1u << BITS) - 1u);
+  }
+  // Plain stores: the destination may be a peer's memory; the release of the tile's flag
+  // publishes them.
+  __device__ __forceinline__ void store(void* dst) const {
+    if constexpr (kWords % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < kWords / 4; ++i) {
+        reinterpret_cast<uint4*>(dst)[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+      }
+    } else {
+      static_assert(kWords == 2, "lane codes are 8 or 16k bytes");
+      *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+    }
+  }
+  // Loads of data a peer wrote in this kernel: .cg skips the non-coherent L1.
+  __device__ __forceinline__ void load(const void* src) {
+    if constexpr (kWords % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < kWords / 4; ++i) {
+        const uint4 u = __ldcg(reinterpret_cast<const uint4*>(src) + i);
+        w[4 * i] = u.x; w[4 * i + 1] = u.y; w[4 * i + 2] = u.z; w[4 * i + 3] = u.w;
+      }
+    } else {
+      const uint2 u = __ldcg(reinterpret_cast<const uint2*>(src));
+      w[0] = u.x; w[1] = u.y;
+    }
+  }
+};
+
+}  // namespace echo::cuda::device

@@ -1,0 +1,180 @@
+// Thread-level steps shared by the stages: the compensator's apply and update on a lane's
+// elements, the backward exponent, and group statistics across the lanes of one group.
+#pragma once
+
+#include "kernel_args.h"
+#include "flags.cuh"
+#include "lane_io.cuh"
+
+namespace echo::cuda::device {
+
+// c and x' = x + c (docs/numerics.md 6). `fresh`: the state was just reset, c = 0 and x' = x
+// exactly (x + 0 would turn -0 into +0), as the reference does for an empty state.
+template <int E>
+__device__ __forceinline__ void apply_compensation(const CompensatorArgs& c, bool fresh,
+                                                   const float (&m1)[E], const float (&m2)[E],
+                                                   float (&x)[E]) {
+  if (c.mode == CompensatorMode::kOff || fresh) return;
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    float corr;
+    if (c.mode == CompensatorMode::kSingle) {
+      corr = fmul(c.eta, m1[k]);
+    } else {
+      const float slow = fmul(c.a, m1[k]);
+      const float fast = fmul(c.oa, m2[k]);
+      corr = fmul(c.eta, fadd(slow, fast));
+    }
+    x[k] = fadd(x[k], corr);
+  }
+}
+
+// m_j = beta_j * m_j + (1 - beta_j) * u, in place.
+template <int E>
+__device__ __forceinline__ void update_state(const CompensatorArgs& c, const float (&u)[E],
+                                             float (&m1)[E], float (&m2)[E]) {
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    if (c.mode == CompensatorMode::kSingle) {
+      m1[k] = fadd(fmul(c.beta, m1[k]), fmul(c.ob, u[k]));
+    } else {
+      m1[k] = fadd(fmul(c.beta1, m1[k]), fmul(c.ob1, u[k]));
+      m2[k] = fadd(fmul(c.beta2, m2[k]), fmul(c.ob2, u[k]));
+    }
+  }
+}
+
+// Loads a lane's state (zeros when the compensator is off, so the registers are defined).
+template <int E>
+__device__ __forceinline__ void load_state(const CompensatorArgs& c, std::size_t e0, int valid,
+                                           float (&m1)[E], float (&m2)[E]) {
+  if (c.mode == CompensatorMode::kOff) return;
+  load_f32<E>(c.m1 + e0, valid, m1);
+  if (c.mode == CompensatorMode::kDual) load_f32<E>(c.m2 + e0, valid, m2);
+}
+
+template <int E>
+__device__ __forceinline__ void store_state(const CompensatorArgs& c, std::size_t e0, int valid,
+                                            const float (&m1)[E], const float (&m2)[E]) {
+  store_f32<E>(c.m1 + e0, valid, m1);
+  if (c.mode == CompensatorMode::kDual) store_f32<E>(c.m2 + e0, valid, m2);
+}
+
+// Backward shared exponent: k with M * 2^k in [2^14, 2^15), 0 for M = 0 or non-finite
+// (echo::backward_scale_exponent).
+__device__ __forceinline__ int backward_exponent(float m) {
+  if (!(m > 0.0f) || !is_finite(m)) return 0;
+  int e = 0;
+  frexpf(m, &e);
+  return 14 - (e - 1);
+}
+
+struct GroupStats {
+  float mn;
+  float mx;
+  bool finite;
+};
+
+// Min, max and finiteness of one group spread over `lanes` consecutive lanes (a power of two);
+// every lane of the warp takes part in the shuffles, lanes without elements contribute nothing.
+template <int E>
+__device__ __forceinline__ GroupStats group_stats(const float (&v)[E], int valid, int lanes) {
+  float mn = __int_as_float(0x7F800000);
+  float mx = -__int_as_float(0x7F800000);
+  int bad = 0;
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    if (k < valid) {
+      const float x = v[k];
+      bad |= !is_finite(x);
+      mn = x < mn ? x : mn;
+      mx = x > mx ? x : mx;
+    }
+  }
+  for (int off = 1; off < lanes; off <<= 1) {
+    const float omn = __shfl_xor_sync(0xFFFFFFFFu, mn, off);
+    const float omx = __shfl_xor_sync(0xFFFFFFFFu, mx, off);
+    bad |= __shfl_xor_sync(0xFFFFFFFFu, bad, off);
+    mn = omn < mn ? omn : mn;
+    mx = omx > mx ? omx : mx;
+  }
+  return {mn, mx, bad == 0};
+}
+
+// fp16 scale and zero-point of a group as floats, from its parameter word on the wire.
+struct DecodeParams {
+  float s;
+  float z;
+};
+
+__device__ __forceinline__ DecodeParams load_params(const unsigned char* params, std::size_t lg,
+                                                    bool symmetric, int bits) {
+  if (symmetric) {
+    const std::uint16_t s = __ldcg(reinterpret_cast<const unsigned short*>(params) + lg);
+    return {half_bits_to_float(s), static_cast<float>(1 << (bits - 1))};
+  }
+  const unsigned w = __ldcg(reinterpret_cast<const unsigned*>(params) + lg);
+  return {half_bits_to_float(static_cast<std::uint16_t>(w & 0xFFFFu)),
+          half_bits_to_float(static_cast<std::uint16_t>(w >> 16))};
+}
+
+__device__ __forceinline__ void store_params(unsigned char* params, std::size_t lg, bool symmetric,
+                                             const GroupMap& m) {
+  if (symmetric) {
+    reinterpret_cast<unsigned short*>(params)[lg] = m.scale;
+  } else {
+    reinterpret_cast<unsigned*>(params)[lg] =
+        static_cast<unsigned>(m.scale) | (static_cast<unsigned>(m.zero_point) << 16);
+  }
+}
+
+__device__ __forceinline__ DecodeParams decode_params_of(const GroupMap& m, bool symmetric, int bits) {
+  return {half_bits_to_float(m.scale),
+          symmetric ? static_cast<float>(1 << (bits - 1)) : half_bits_to_float(m.zero_point)};
+}
+
+// Shared power-of-two factors of a backward call: scale = 2^k, unscale = 2^-k.
+struct Scaling {
+  int k;
+  float scale;
+  float unscale;
+};
+
+__device__ __forceinline__ Scaling make_scaling(int k) { return {k, ldexpf(1.0f, k), ldexpf(1.0f, -k)}; }
+
+// Block-level read of the group's shared exponent: every rank's max |x'| for this call.
+__device__ inline bool block_read_scaling(const CallArgs& a, unsigned long long call_epoch,
+                                          Scaling* out) {
+  __shared__ int k_shared;
+  __shared__ int ok_shared;
+  if (threadIdx.x == 0) {
+    const auto* words = reinterpret_cast<const unsigned long long*>(
+        a.peer_base[a.rank] + a.layout.scale_words_offset);
+    unsigned m_bits = 0;
+    bool ok = true;
+    for (int r = 0; r < a.ranks && ok; ++r) {
+      // The word carries its epoch in the high half, so the value and its readiness arrive in one
+      // 64-bit store.
+      ok = wait_flag(a.wait, words + r, call_epoch << 32, Stage::kScale, r, -1);
+      const unsigned bits = static_cast<unsigned>(load_acquire_sys(words + r) & 0xFFFFFFFFu);
+      m_bits = bits > m_bits ? bits : m_bits;
+    }
+    ok_shared = ok ? 1 : 0;
+    k_shared = backward_exponent(__uint_as_float(m_bits));
+  }
+  __syncthreads();
+  *out = make_scaling(k_shared);
+  const bool ok = ok_shared != 0;
+  __syncthreads();
+  return ok;
+}
+
+// Last block of a call's final launch: publish the call's report and clear the next call's counter.
+__device__ __forceinline__ void finish_report(Control* c, unsigned long long epoch, int round, int exact) {
+  const int parity = static_cast<int>((epoch - round) & 1u);
+  c->report_poisoned = c->poisoned[parity];
+  c->poisoned[(epoch + 1) & 1u] = 0;  // the next call starts at epoch + 1
+  c->exact_path = exact;
+}
+
+}  // namespace echo::cuda::device

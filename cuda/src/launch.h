@@ -1,0 +1,33 @@
+// Host launchers, one per kernel and of the same name (the kernels live in kernels/*.cu).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "kernel_args.h"
+
+namespace echo::cuda {
+
+// Elements per thread of the quantizing stages for a bit width and group size.
+int lane_elements(int bits, int group);
+// Resident blocks per multiprocessor of the owner kernel variant for this call shape.
+int owner_allreduce_blocks_per_sm(DType dtype, int bits, int group, bool comp);
+int exact_allreduce_max_blocks_per_sm();
+
+// Load every kernel variant into the current device's context. Called when a communicator is
+// created: with lazy module loading, a first launch inside a call may synchronize the context
+// while a kernel of this rank already spins on a peer's flag, which would deadlock.
+cudaError_t owner_allreduce_preload();
+cudaError_t exact_allreduce_preload();
+cudaError_t backward_max_preload();
+cudaError_t compensator_update_preload();
+
+// One round of the owner all-reduce (push, reduce, gather, tail) on `grid` resident blocks.
+cudaError_t owner_allreduce(const CallArgs& args, bool last_round, int grid, cudaStream_t stream);
+// One round of the exact small-message path (one shot: every rank sends x' to every rank).
+cudaError_t exact_allreduce(const CallArgs& args, bool last_round, int grid, cudaStream_t stream);
+// Backward mode: max |x'| over the whole message, published to every peer's scale word.
+cudaError_t backward_max(const CallArgs& args, int grid, cudaStream_t stream);
+// Global residual mode: u = x' - y / P and the state update, from the stash and the output.
+cudaError_t compensator_update(const CallArgs& args, int grid, cudaStream_t stream);
+
+}  // namespace echo::cuda

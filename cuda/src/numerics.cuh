@@ -1,0 +1,249 @@
+// Device side of the bit-exact contract (docs/numerics.md): dtype conversions, the fp16 parameter
+// rules, the three group quantizers and x86-compatible NaN results. Every operation is one
+// correctly rounded binary32 operation in the order the contract writes it (no contraction: the
+// library is built with -fmad=false and uses the __f*_rn intrinsics).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "echo/dtype.h"
+#include "echo/quantizer.h"
+
+namespace echo::cuda::device {
+
+// ---- IEEE operations with the NaN results the CPU reference produces ----------------------
+// The GPU returns the canonical NaN 0x7FFFFFFF for every NaN result; the reference (x86 SSE)
+// returns the first NaN operand, quieted, or the default NaN 0xFFC00000 for an invalid
+// operation. Outputs are compared bit for bit, so NaN results are rewritten the x86 way.
+__device__ __forceinline__ float x86_nan(float a, float b) {
+  const unsigned ua = __float_as_uint(a);
+  const unsigned ub = __float_as_uint(b);
+  if ((ua & 0x7FFFFFFFu) > 0x7F800000u) return __uint_as_float(ua | 0x00400000u);
+  if ((ub & 0x7FFFFFFFu) > 0x7F800000u) return __uint_as_float(ub | 0x00400000u);
+  return __uint_as_float(0xFFC00000u);
+}
+__device__ __forceinline__ float fadd(float a, float b) {
+  const float r = __fadd_rn(a, b);
+  return r != r ? x86_nan(a, b) : r;
+}
+__device__ __forceinline__ float fsub(float a, float b) {
+  const float r = __fsub_rn(a, b);
+  return r != r ? x86_nan(a, b) : r;
+}
+__device__ __forceinline__ float fmul(float a, float b) {
+  const float r = __fmul_rn(a, b);
+  return r != r ? x86_nan(a, b) : r;
+}
+__device__ __forceinline__ float fdiv(float a, float b) {
+  const float r = __fdiv_rn(a, b);
+  return r != r ? x86_nan(a, b) : r;
+}
+__device__ __forceinline__ bool is_finite(float v) { return fabsf(v) <= 3.402823466e38f; }
+
+// ---- element types -------------------------------------------------------------------------
+// Exact, NaN payload and sign included (the hardware conversion returns its canonical NaN).
+__device__ __forceinline__ float half_bits_to_float(std::uint16_t h) {
+  if ((h & 0x7C00u) == 0x7C00u && (h & 0x03FFu) != 0u) {
+    return __uint_as_float((static_cast<unsigned>(h & 0x8000u) << 16) | 0x7F800000u |
+                           (static_cast<unsigned>(h & 0x03FFu) << 13));
+  }
+  return __half2float(__ushort_as_half(h));
+}
+// Round to nearest even; NaN keeps its sign and the top payload bits, quiet (as F16C does).
+__device__ __forceinline__ std::uint16_t float_to_half_bits(float v) {
+  const unsigned u = __float_as_uint(v);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
+    return static_cast<std::uint16_t>(((u >> 16) & 0x8000u) | 0x7E00u | ((u >> 13) & 0x3FFu));
+  }
+  return __half_as_ushort(__float2half_rn(v));
+}
+__device__ __forceinline__ float bf16_bits_to_float(std::uint16_t b) {
+  return __uint_as_float(static_cast<unsigned>(b) << 16);
+}
+// Round to nearest even; NaN becomes the quiet NaN 0x7FC0 with its sign kept (docs/numerics.md 1).
+__device__ __forceinline__ std::uint16_t float_to_bf16_bits(float v) {
+  const unsigned u = __float_as_uint(v);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>(((u >> 16) & 0x8000u) | 0x7FC0u);
+  const unsigned bias = 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>((u + bias) >> 16);
+}
+// Smallest fp16 value >= v for v >= 0 (NaN stays NaN; past 65504 gives +Inf 0x7C00).
+__device__ __forceinline__ std::uint16_t float_to_half_bits_round_up(float v) {
+  std::uint16_t h = float_to_half_bits(v);
+  if (v != v) return h;
+  if (half_bits_to_float(h) < v) ++h;
+  return h;
+}
+
+// Storage type of each DType and its conversions.
+template <DType D> struct Elem;
+// store_not_nan: the hardware conversion (round to nearest even), for values known not to be NaN.
+template <> struct Elem<DType::kFloat32> {
+  using T = float;
+  static __device__ __forceinline__ float load(T v) { return v; }
+  static __device__ __forceinline__ T store(float v) { return v; }
+  static __device__ __forceinline__ T store_not_nan(float v) { return v; }
+};
+template <> struct Elem<DType::kBFloat16> {
+  using T = std::uint16_t;
+  static __device__ __forceinline__ float load(T v) { return bf16_bits_to_float(v); }
+  static __device__ __forceinline__ T store(float v) { return float_to_bf16_bits(v); }
+  static __device__ __forceinline__ T store_not_nan(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+};
+template <> struct Elem<DType::kFloat16> {
+  using T = std::uint16_t;
+  static __device__ __forceinline__ float load(T v) { return half_bits_to_float(v); }
+  static __device__ __forceinline__ T store(float v) { return float_to_half_bits(v); }
+  static __device__ __forceinline__ T store_not_nan(float v) { return __half_as_ushort(__float2half_rn(v)); }
+};
+// dtype_rne as a float (the delivered output value).
+template <DType D> __device__ __forceinline__ float round_to(float v) {
+  return Elem<D>::load(Elem<D>::store(v));
+}
+
+// ---- quantizer -----------------------------------------------------------------------------
+inline constexpr std::uint16_t kPoisonScale = 0x7E00;  // fp16 quiet NaN marks a poisoned group
+
+struct QuantParams {
+  int bits;
+  QuantizerKind kind;
+};
+
+// Everything encoding needs for one group, derived from its range (docs/numerics.md 2.2, 2.3);
+// mirrors detail::make_group_map in reference/src/quantizer.cpp operation for operation.
+struct GroupMap {
+  std::uint16_t scale;
+  std::uint16_t zero_point;
+  bool poisoned;
+  float recip;
+  float zero_add;
+  float clip_lo;
+  float clip_hi;
+  float code_shift;
+};
+
+__device__ __forceinline__ float rint_rn(float t) { return __int2float_rn(__float2int_rn(t)); }
+
+__device__ inline GroupMap make_group_map(const QuantParams& q, float mn, float mx, bool finite) {
+  GroupMap map;
+  map.poisoned = true;
+  map.scale = kPoisonScale;
+  map.zero_point = 0;
+  map.recip = 0.0f;
+  map.zero_add = 0.0f;
+  map.clip_lo = 0.0f;
+  map.clip_hi = 0.0f;
+  map.code_shift = 0.0f;
+  if (!finite) return map;
+  const bool symmetric = q.kind == QuantizerKind::kSymmetric;
+  const int half_codes = 1 << (q.bits - 1);
+  const float levels = static_cast<float>((1 << q.bits) - 1);
+  float lo = mn;
+  float hi = mx;
+  bool snap = false;
+  float sf;
+  if (symmetric) {
+    const float amax = fmaxf(fabsf(mn), fabsf(mx));
+    sf = __fdiv_rn(amax, static_cast<float>(half_codes - 1));
+  } else {
+    if (q.kind == QuantizerKind::kZeroAware) {
+      if (mn <= 0.0f && mx >= 0.0f) {
+        snap = true;
+      } else {
+        const float distance = mn > 0.0f ? mn : -mx;
+        const float range = __fsub_rn(mx, mn);
+        const float d = range == 0.0f ? __int_as_float(0x7F800000)
+                                      : __fdiv_rn(__fmul_rn(distance, levels), range);
+        if (d <= 1.0f) {
+          snap = true;
+          if (mn > 0.0f) lo = 0.0f; else hi = 0.0f;
+        } else if (d < 2.0f) {
+          const float w = __fsub_rn(d, 1.0f);
+          if (mn > 0.0f) lo = __fmul_rn(mn, w); else hi = __fmul_rn(mx, w);
+        }
+      }
+    }
+    const float sr = __fdiv_rn(__fsub_rn(hi, lo), levels);
+    const float sz = __fmul_rn(fabsf(lo), 0x1p-11f);
+    sf = sr < sz ? sz : sr;  // std::max(sr, sz)
+  }
+  map.poisoned = false;
+  if (sf == 0.0f) {
+    map.scale = 0;
+    map.zero_point = symmetric ? float_to_half_bits(static_cast<float>(half_codes)) : 0;
+    map.recip = 0.0f;
+  } else {
+    std::uint16_t s_bits = float_to_half_bits_round_up(sf);
+    if (s_bits == 0) s_bits = 1;  // never below the smallest fp16 subnormal, 2^-24
+    if (s_bits == 0x7C00) {       // the scale overflows fp16: poisoned like a non-finite group
+      map.poisoned = true;
+      map.scale = kPoisonScale;
+      map.zero_point = 0;
+      return map;
+    }
+    const float s = half_bits_to_float(s_bits);
+    map.scale = s_bits;
+    map.recip = __frcp_rn(s);
+    if (symmetric) {
+      map.zero_point = float_to_half_bits(static_cast<float>(half_codes));
+    } else {
+      const float zr = __fdiv_rn(-lo, s);
+      float z = zr;
+      if (snap) z = rint_rn(fminf(fmaxf(zr, 0.0f), levels));
+      if (z == 0.0f) z = 0.0f;  // store -0 as +0
+      map.zero_point = float_to_half_bits(z);
+    }
+  }
+  if (symmetric) {
+    map.zero_add = 0.0f;
+    map.clip_lo = -static_cast<float>(half_codes - 1);
+    map.clip_hi = static_cast<float>(half_codes - 1);
+    map.code_shift = static_cast<float>(half_codes);
+  } else {
+    map.zero_add = half_bits_to_float(map.zero_point);
+    map.clip_lo = 0.0f;
+    map.clip_hi = levels;
+    map.code_shift = 0.0f;
+  }
+  return map;
+}
+
+// 1.5 * 2^23: adding it rounds a float of magnitude below 2^22 to an integer, ties to even, and
+// leaves that integer in the low mantissa bits (the reference's rint, without a conversion unit).
+inline constexpr float kRintMagic = 12582912.0f;
+inline constexpr unsigned kRintMagicBits = 0x4B400000u;
+
+// Code of one element (0 for poisoned groups, as the reference writes).
+__device__ __forceinline__ unsigned encode(const GroupMap& m, float x) {
+  if (m.poisoned) return 0u;
+  float t = __fmul_rn(x, m.recip);
+  t = __fadd_rn(t, m.zero_add);
+  t = t < m.clip_lo ? m.clip_lo : t;
+  t = t > m.clip_hi ? m.clip_hi : t;
+  const float r = __fadd_rn(t, kRintMagic);  // exact integer: |t| <= 255
+  return __float_as_uint(r) - kRintMagicBits + static_cast<unsigned>(static_cast<int>(m.code_shift));
+}
+
+// float(q) for a code q < 2^23 without a conversion instruction: 2^23 + q is exact.
+__device__ __forceinline__ float code_to_float(unsigned code) {
+  return __fsub_rn(__uint_as_float(0x4B000000u | code), 8388608.0f);
+}
+
+// x^ = fp32(s * fp32(float(q) - z)) with s and z as stored in fp16.
+__device__ __forceinline__ float decode(float s, float z, unsigned code) {
+  return fmul(s, fsub(code_to_float(code), z));
+}
+
+// decode() for a group whose scale is finite (not poisoned): no NaN can arise, so no x86 NaN fix.
+__device__ __forceinline__ float decode_finite(float s, float z, unsigned code) {
+  return __fmul_rn(s, __fsub_rn(code_to_float(code), z));
+}
+
+// What decode() gives for every element of a poisoned group: the scale's own NaN, as x86
+// propagates it (fp16 0x7E00 -> fp32 0x7FC00000).
+__device__ __forceinline__ float poisoned_value(float s) { return __uint_as_float(__float_as_uint(s) | 0x00400000u); }
+
+}  // namespace echo::cuda::device

@@ -1,0 +1,127 @@
+// Times the stages of the owner kernel on one GPU, without peers: the NCCL transport's one-stage
+// launches (push, reduce, tail) on local buffers for a simulated rank of P, so each stage's cost
+// can be read alone (and profiled with ncu: no launch waits on another GPU).
+//   echo_cuda_stage_probe [elements] [ranks] [bits] [compensator: off|dual] [tiles_per_wave]
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "communicator_impl.h"
+#include "echo/cuda/bench_support.h"
+#include "launch.h"
+
+using namespace echo;
+using namespace echo::cuda;
+
+int main(int argc, char** argv) {
+  const std::size_t n = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (std::size_t{1} << 29);
+  const int P = argc > 2 ? std::atoi(argv[2]) : 4;
+  const int bits = argc > 3 ? std::atoi(argv[3]) : 4;
+  const bool comp = argc > 4 && std::string(argv[4]) == "dual";
+  CommOptions opt;
+  opt.tiles_per_wave = argc > 5 ? std::atoi(argv[5]) : 0;
+  const int dev = 0;
+  cudaSetDevice(dev);
+  int devs[1] = {dev};
+  Communicator* c1 = nullptr;
+  // A one-rank group gives the workspace; the probe then pretends to be rank 0 of P.
+  opt.slot_bytes = std::size_t{160} << 20;
+  Status s = create_group(1, devs, opt, &c1);
+  if (!s.ok()) { std::printf("%s\n", s.message().c_str()); return 1; }
+  Communicator& c = *c1;
+  c.ranks = P;
+  c.layout = make_layout(opt, P);
+  void* ws = nullptr;
+  cudaMalloc(&ws, c.layout.total_bytes);
+  cudaMemset(ws, 0, c.layout.total_bytes);
+  for (int r = 0; r < P; ++r) c.peer_base[r] = static_cast<char*>(ws);
+  void *in = nullptr, *out = nullptr;
+  cudaMalloc(&in, n * 2);
+  cudaMalloc(&out, n * 2);
+  bench::fill_random(in, n, DType::kBFloat16, 5, nullptr);
+  CompensatorBuffers* st = nullptr;
+  if (comp) create_compensator(c1, n, &st);
+
+  const Segmentation seg(n, 128, P);
+  CallArgs a{};
+  a.rank = 0;
+  a.ranks = P;
+  a.dtype = DType::kBFloat16;
+  a.bits = bits;
+  a.group = 128;
+  a.kind = QuantizerKind::kZeroAware;
+  a.count = n;
+  a.in = in;
+  a.out = out;
+  a.groups_per_segment = seg.groups_per_segment;
+  a.num_groups = seg.num_groups;
+  a.layout = c.layout;
+  for (int r = 0; r < P; ++r) a.peer_base[r] = c.peer_base[r];
+  a.control = reinterpret_cast<Control*>(static_cast<char*>(ws) + c.layout.control_offset);
+  a.wait = {0, 1000000000ull, c.error, &a.control->abort};
+  a.nccl = true;
+  a.comp.mode = comp ? CompensatorMode::kDual : CompensatorMode::kOff;
+  a.comp.residual = ResidualMode::kLocal;
+  if (comp) {
+    a.comp.m1 = st->m1; a.comp.m2 = st->m2; a.comp.fresh = st->fresh; a.comp.stash = st->stash;
+    a.comp.eta = 0.75f; a.comp.a = 0.35f; a.comp.oa = 0.65f; a.comp.beta1 = 0.7f; a.comp.ob1 = 0.3f;
+    a.comp.beta2 = 0.3f; a.comp.ob2 = 0.7f;
+  }
+  // Same tiling rule as the communicator (schedule_for).
+  AllReduceSpec spec;
+  spec.quant.bits = bits;
+  const int e = lane_elements(bits, 128);
+  const int gpi = (32 / (128 / e)) * kWarpsPerBlock;
+  const std::size_t gb = 128 * bits / 8;
+  std::size_t cap = (c.layout.slot_bytes - 256) / (gb + 4) / gpi * gpi;
+  const std::size_t gps = seg.groups_per_segment;
+  const std::size_t round_groups = std::min<std::size_t>(cap, (gps + gpi - 1) / gpi * gpi);
+  const int per_sm = owner_allreduce_blocks_per_sm(DType::kBFloat16, bits, 128, comp);
+  const int resident = c.sm_count * per_sm;
+  const int per_wave = std::max(1, resident / (2 * P - 1));
+  const int tpw = opt.tiles_per_wave > 0 ? opt.tiles_per_wave : 16;
+  std::size_t tg = (round_groups + per_wave * tpw - 1) / (per_wave * tpw);
+  tg = std::max<std::size_t>(gpi, (tg + gpi - 1) / gpi * gpi);
+  a.round_groups = round_groups;
+  a.tile_groups = static_cast<int>(tg);
+  a.num_tiles = static_cast<int>((round_groups + tg - 1) / tg);
+  a.lag = std::min(per_wave, a.num_tiles);
+  a.codes_bytes = (round_groups * gb + 255) / 256 * 256;
+  a.layout.slot_bytes = (a.codes_bytes + round_groups * 4 + 255) / 256 * 256;
+  std::printf("n=%zu P=%d bits=%d comp=%d: resident blocks %d (%d/SM), tile %d groups, %d tiles, rounds needed %zu\n",
+              n, P, bits, comp, resident, per_sm, a.tile_groups, a.num_tiles,
+              (gps + round_groups - 1) / round_groups);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  const char* names[3] = {"push", "reduce", "tail"};
+  const int stages[3] = {kStagePush, kStageReduce, kStageTail};
+  const double elems[3] = {static_cast<double>(n) * (P - 1) / P, static_cast<double>(n) / P,
+                           static_cast<double>(n) * (P - 1) / P};
+  for (int k = 0; k < 3; ++k) {
+    a.stages = stages[k];
+    float best = 1e30f;
+    for (int rep = 0; rep < 5; ++rep) {
+      cudaEventRecord(e0);
+      owner_allreduce(a, false, resident, nullptr);
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      best = std::min(best, ms);
+    }
+    std::printf("  stage %-6s %8.1f us  %6.2f G elements/s  (%s)\n", names[k], best * 1e3, elems[k] / best / 1e6,
+                cudaGetErrorString(cudaGetLastError()));
+  }
+  // Bandwidth calibration: a device-local copy of the message.
+  float ms = 0;
+  cudaEventRecord(e0);
+  cudaMemcpyAsync(out, in, n * 2, cudaMemcpyDeviceToDevice);
+  cudaEventRecord(e1);
+  cudaEventSynchronize(e1);
+  cudaEventElapsedTime(&ms, e0, e1);
+  std::printf("  local copy of the message: %.1f us (%.0f GB/s read+write)\n", ms * 1e3, 4.0 * n / ms / 1e6);
+  return 0;
+}

@@ -1,0 +1,45 @@
+// Inputs for the GPU bit-exact tests: seeded, representable in the dtype, and shaped to reach
+// every branch of the quantizers (two-sided, one-sided near and far from zero, constant, all-zero
+// and subnormal groups, large magnitudes). Never all zeros, so an unwritten output cannot pass.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "echo/dtype.h"
+
+namespace echo::test {
+
+inline std::vector<float> make_input(std::uint64_t seed, std::size_t count, DType dtype, int group) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kind_of(0, 9);
+  std::vector<float> x(count);
+  for (std::size_t begin = 0; begin < count; begin += group) {
+    const std::size_t end = std::min(count, begin + static_cast<std::size_t>(group));
+    const int kind = kind_of(rng);
+    const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 12) - 6);
+    const float offset = normal(rng) * 4.0f;
+    for (std::size_t i = begin; i < end; ++i) {
+      float v;
+      switch (kind) {
+        case 0: v = 0.0f; break;                                        // all-zero group
+        case 1: v = 3.0f + std::fabs(normal(rng)) * 0.01f; break;       // one-sided, far from 0
+        case 2: v = std::fabs(normal(rng)) * scale + scale * 0.05f; break;  // one-sided, near 0
+        case 3: v = -(std::fabs(normal(rng)) * scale + scale * 0.7f); break;  // negative, d in (1,2)
+        case 4: v = 1.25f; break;                                       // constant
+        case 5: v = normal(rng) * 1e-6f; break;                         // tiny (fp16 subnormal scale)
+        case 6: v = normal(rng) * 3000.0f; break;                       // large
+        case 7: v = (i % 7 == 0) ? 0.0f : normal(rng) * scale + offset; break;  // exact zeros inside
+        default: v = normal(rng) * scale; break;
+      }
+      x[i] = round_to_dtype(v, dtype);
+    }
+  }
+  return x;
+}
+
+}  // namespace echo::test

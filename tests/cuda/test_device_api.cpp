@@ -1,0 +1,293 @@
+// The device API beyond the host-array path: in-place and out-of-place calls on offset-shifted
+// buffers, messages split into several rounds, CUDA graph capture and replay, 10,000 calls of
+// changing sizes without a host sync, a peer that never arrives (timeout instead of a hang), the
+// NCCL transport bit-identical to the peer-to-peer path, and one host thread per GPU.
+#include <boost/test/unit_test.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <random>
+#include <thread>
+
+#include "device_group.h"
+#include "test_data.h"
+
+namespace {
+
+using namespace echo;
+using test::DeviceGroup;
+
+AllReduceSpec spec_of(DType dt, CompensatorMode mode, ResidualMode res) {
+  AllReduceSpec s;
+  s.dtype = dt;
+  s.compensator.mode = mode;
+  s.compensator.residual = res;
+  return s;
+}
+
+// Reference outputs for `calls` consecutive calls of the same inputs (the state evolves).
+std::vector<std::vector<float>> reference_after(const AllReduceSpec& spec, int p, std::size_t n,
+                                                const std::vector<std::vector<float>>& in, int calls) {
+  std::vector<CompensatorState> states(p);
+  std::vector<std::vector<float>> out(p, std::vector<float>(n));
+  std::vector<const float*> ip(p);
+  std::vector<float*> op(p);
+  for (int r = 0; r < p; ++r) {
+    ip[r] = in[r].data();
+    op[r] = out[r].data();
+  }
+  for (int k = 0; k < calls; ++k) {
+    const Status s = echo::allreduce(spec, p, n, ip.data(), op.data(),
+                                     spec.compensator.mode == CompensatorMode::kOff ? nullptr : states.data(),
+                                     nullptr, nullptr);
+    BOOST_REQUIRE(s.ok());
+  }
+  return out;
+}
+
+// One call per rank on device buffers at element offset `shift`, in place or not.
+void run_shifted(DeviceGroup& g, const AllReduceSpec& spec, std::size_t n, std::size_t shift, bool in_place,
+                 const std::vector<std::vector<float>>& in, std::vector<std::vector<float>>* out) {
+  const std::size_t es = dtype_size(spec.dtype);
+  std::vector<void*> bufs(g.ranks), outs(g.ranks);
+  for (int r = 0; r < g.ranks; ++r) {
+    TEST_CUDA(cudaSetDevice(g.devices[r]));
+    TEST_CUDA(cudaMalloc(&bufs[r], (n + shift) * es));
+    TEST_CUDA(cudaMalloc(&outs[r], (n + shift + 3) * es));
+    const auto bits = test::to_bits(in[r], spec.dtype);
+    TEST_CUDA(cudaMemcpy(static_cast<char*>(bufs[r]) + shift * es, bits.data(), bits.size(), cudaMemcpyHostToDevice));
+  }
+  for (int r = 0; r < g.ranks; ++r) {
+    char* src = static_cast<char*>(bufs[r]) + shift * es;
+    char* dst = in_place ? src : static_cast<char*>(outs[r]) + (shift + 3) * es;
+    TEST_OK(cuda::allreduce(g.comms[r], src, dst, n, spec, g.states[r], g.streams[r]));
+  }
+  g.sync();
+  out->assign(g.ranks, {});
+  for (int r = 0; r < g.ranks; ++r) {
+    std::vector<unsigned char> bits(n * es);
+    const char* dst = in_place ? static_cast<char*>(bufs[r]) + shift * es : static_cast<char*>(outs[r]) + (shift + 3) * es;
+    TEST_CUDA(cudaSetDevice(g.devices[r]));
+    TEST_CUDA(cudaMemcpy(bits.data(), dst, bits.size(), cudaMemcpyDeviceToHost));
+    (*out)[r] = test::from_bits(bits, spec.dtype);
+    cudaFree(bufs[r]);
+    cudaFree(outs[r]);
+  }
+}
+
+std::vector<std::vector<float>> inputs(int p, std::size_t n, DType dt, std::uint64_t seed) {
+  std::vector<std::vector<float>> in(p);
+  for (int r = 0; r < p; ++r) in[r] = test::make_input(seed + r, n, dt, 128);
+  return in;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(in_place_out_of_place_shifted_and_rounds) {
+  if (cuda::device_count() == 0) return;
+  for (int p : {2, 4}) {
+    for (auto [mode, res] : {std::pair{CompensatorMode::kOff, ResidualMode::kGlobal},
+                             std::pair{CompensatorMode::kDual, ResidualMode::kGlobal},
+                             std::pair{CompensatorMode::kDual, ResidualMode::kLocal}}) {
+      cuda::CommOptions opt;
+      opt.slot_bytes = 64 << 10;  // forces several rounds at these sizes
+      DeviceGroup g;
+      const std::size_t n = 777777;
+      g.create(p, opt, n);
+      const AllReduceSpec spec = spec_of(DType::kBFloat16, mode, res);
+      std::vector<std::vector<float>> in = inputs(p, n, spec.dtype, 11);
+      // Three consecutive calls, shifting the buffers and alternating in place / out of place.
+      for (int call = 0; call < 3; ++call) {
+        std::vector<std::vector<float>> got;
+        run_shifted(g, spec, n, static_cast<std::size_t>(call) * 3 + 1, call % 2 == 0, in, &got);
+        const auto want = reference_after(spec, p, n, in, call + 1);
+        for (int r = 0; r < p; ++r) {
+          BOOST_REQUIRE_MESSAGE(test::same_bits(got[r], want[r]),
+                                "P" << p << " mode " << compensator_mode_name(mode) << "/"
+                                    << residual_mode_name(res) << " call " << call << " rank " << r);
+        }
+      }
+      g.destroy();
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cuda_graph_replay) {
+  if (cuda::device_count() == 0) return;
+  const int p = 4;
+  const std::size_t n = 100003;
+  for (ResidualMode res : {ResidualMode::kGlobal, ResidualMode::kLocal}) {
+    DeviceGroup g;
+    g.create(p, cuda::CommOptions{}, n);
+    AllReduceSpec spec = spec_of(DType::kBFloat16, CompensatorMode::kDual, res);
+    const auto in = inputs(p, n, spec.dtype, 99);
+    std::vector<void*> in_d(p), out_d(p);
+    std::vector<cudaGraphExec_t> exec(p);
+    constexpr int kCallsPerGraph = 3;
+    constexpr int kReplays = 4;
+    for (int r = 0; r < p; ++r) {
+      TEST_CUDA(cudaSetDevice(g.devices[r]));
+      TEST_CUDA(cudaMalloc(&in_d[r], n * 2));
+      TEST_CUDA(cudaMalloc(&out_d[r], n * 2));
+      const auto bits = test::to_bits(in[r], spec.dtype);
+      TEST_CUDA(cudaMemcpy(in_d[r], bits.data(), bits.size(), cudaMemcpyHostToDevice));
+      // Capture: three calls, then join the side-stream update so the capture is closed.
+      cudaGraph_t graph;
+      TEST_CUDA(cudaStreamBeginCapture(g.streams[r], cudaStreamCaptureModeThreadLocal));
+      for (int k = 0; k < kCallsPerGraph; ++k) {
+        TEST_OK(cuda::allreduce(g.comms[r], in_d[r], out_d[r], n, spec, g.states[r], g.streams[r]));
+      }
+      TEST_OK(cuda::join(g.comms[r], g.streams[r]));
+      TEST_CUDA(cudaStreamEndCapture(g.streams[r], &graph));
+      TEST_CUDA(cudaGraphInstantiate(&exec[r], graph, 0));
+      TEST_CUDA(cudaGraphDestroy(graph));
+    }
+    for (int rep = 0; rep < kReplays; ++rep) {
+      for (int r = 0; r < p; ++r) {
+        TEST_CUDA(cudaSetDevice(g.devices[r]));
+        TEST_CUDA(cudaGraphLaunch(exec[r], g.streams[r]));
+      }
+    }
+    g.sync();
+    const auto want = reference_after(spec, p, n, in, kCallsPerGraph * kReplays);
+    for (int r = 0; r < p; ++r) {
+      std::vector<unsigned char> bits(n * 2);
+      TEST_CUDA(cudaSetDevice(g.devices[r]));
+      TEST_CUDA(cudaMemcpy(bits.data(), out_d[r], bits.size(), cudaMemcpyDeviceToHost));
+      BOOST_REQUIRE_MESSAGE(test::same_bits(test::from_bits(bits, spec.dtype), want[r]),
+                            "graph replay, residual " << residual_mode_name(res) << ", rank " << r);
+      cudaGraphExecDestroy(exec[r]);
+      cudaFree(in_d[r]);
+      cudaFree(out_d[r]);
+    }
+    g.destroy();
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ten_thousand_calls_changing_sizes) {
+  if (cuda::device_count() == 0) return;
+  const int p = 4;
+  const std::size_t max_n = 1 << 18;
+  DeviceGroup g;
+  cuda::CommOptions opt;
+  opt.timeout_seconds = 20.0;
+  g.create(p, opt, 0);
+  AllReduceSpec spec = spec_of(DType::kBFloat16, CompensatorMode::kOff, ResidualMode::kGlobal);
+  spec.exact_max_count = cuda::kDefaultExactMaxCount;
+  const auto in = inputs(p, max_n, spec.dtype, 5);
+  std::vector<void*> in_d(p), out_d(p);
+  for (int r = 0; r < p; ++r) {
+    TEST_CUDA(cudaSetDevice(g.devices[r]));
+    TEST_CUDA(cudaMalloc(&in_d[r], max_n * 2));
+    TEST_CUDA(cudaMalloc(&out_d[r], max_n * 2));
+    const auto bits = test::to_bits(in[r], spec.dtype);
+    TEST_CUDA(cudaMemcpy(in_d[r], bits.data(), bits.size(), cudaMemcpyHostToDevice));
+  }
+  std::mt19937 rng(3);
+  std::size_t n = 0;
+  for (int call = 0; call < 10000; ++call) {
+    // Sizes on both sides of the exact-path switch-over, with a few bits of every alignment.
+    n = 1 + rng() % (call % 3 == 0 ? max_n : cuda::kDefaultExactMaxCount * 2);
+    for (int r = 0; r < p; ++r) {
+      TEST_OK(cuda::allreduce(g.comms[r], in_d[r], out_d[r], n, spec, nullptr, g.streams[r]));
+    }
+    if (call % 2500 == 2499) g.sync();  // bounded queue; no sync inside a call
+  }
+  g.sync();
+  std::vector<std::vector<float>> in_n(p);
+  for (int r = 0; r < p; ++r) in_n[r].assign(in[r].begin(), in[r].begin() + n);
+  const auto want = reference_after(spec, p, n, in_n, 1);
+  for (int r = 0; r < p; ++r) {
+    std::vector<unsigned char> bits(n * 2);
+    TEST_CUDA(cudaSetDevice(g.devices[r]));
+    TEST_CUDA(cudaMemcpy(bits.data(), out_d[r], bits.size(), cudaMemcpyDeviceToHost));
+    BOOST_REQUIRE(test::same_bits(test::from_bits(bits, spec.dtype), want[r]));
+    cudaFree(in_d[r]);
+    cudaFree(out_d[r]);
+  }
+  g.destroy();
+}
+
+BOOST_AUTO_TEST_CASE(missing_peer_times_out_with_rank_tile_stage) {
+  if (cuda::device_count() == 0) return;
+  DeviceGroup g;
+  cuda::CommOptions opt;
+  opt.timeout_seconds = 0.2;
+  g.create(2, opt, 0);
+  const AllReduceSpec spec = spec_of(DType::kBFloat16, CompensatorMode::kOff, ResidualMode::kGlobal);
+  const std::size_t n = 1 << 16;
+  void* buf = nullptr;
+  TEST_CUDA(cudaSetDevice(g.devices[0]));
+  TEST_CUDA(cudaMalloc(&buf, n * 2));
+  TEST_CUDA(cudaMemset(buf, 0x3c, n * 2));
+  // Rank 1 never calls: rank 0 must fail, not hang.
+  TEST_OK(cuda::allreduce(g.comms[0], buf, buf, n, spec, nullptr, g.streams[0]));
+  const Status s = cuda::synchronize(g.comms[0], nullptr);
+  BOOST_CHECK(s.code() == StatusCode::kTimeout);
+  BOOST_TEST_MESSAGE("timeout status: " << s.message());
+  BOOST_CHECK(s.message().find("rank 0") != std::string::npos);
+  BOOST_CHECK(s.message().find("tile") != std::string::npos);
+  BOOST_CHECK(s.message().find("stage") != std::string::npos);
+  // The communicator refuses further calls instead of running on inconsistent flags.
+  BOOST_CHECK(cuda::allreduce(g.comms[0], buf, buf, n, spec, nullptr, g.streams[0]).code() == StatusCode::kTimeout);
+  cudaFree(buf);
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(g.devices[r]);
+    cudaStreamDestroy(g.streams[r]);
+    cuda::destroy(g.comms[r]);
+  }
+}
+
+// One host thread per GPU, each issuing its rank's calls (the one-process model), with the NCCL
+// transport against the peer-to-peer path: bit-identical.
+BOOST_AUTO_TEST_CASE(thread_per_gpu_and_nccl_transport_bit_identical) {
+  const int gpus = cuda::device_count();
+  if (gpus < 2) return;  // NCCL needs one GPU per rank
+  const int p = std::min(gpus, 4);
+  const std::size_t n = 1234567;
+  for (auto [mode, res] : {std::pair{CompensatorMode::kOff, ResidualMode::kGlobal},
+                           std::pair{CompensatorMode::kDual, ResidualMode::kLocal},
+                           std::pair{CompensatorMode::kDual, ResidualMode::kGlobal}}) {
+    const AllReduceSpec spec = spec_of(DType::kBFloat16, mode, res);
+    const auto in = inputs(p, n, spec.dtype, 21);
+    const auto want = reference_after(spec, p, n, in, 2);
+    for (cuda::Transport t : {cuda::Transport::kPeerToPeer, cuda::Transport::kNccl}) {
+      cuda::CommOptions opt;
+      opt.transport = t;
+      DeviceGroup g;
+      g.create(p, opt, n);
+      std::vector<std::vector<float>> got(p);
+      std::vector<Status> status(p);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < p; ++r) {
+        threads.emplace_back([&, r] {
+          cudaSetDevice(g.devices[r]);
+          void* d = nullptr;
+          cudaMalloc(&d, n * 2);
+          const auto bits = test::to_bits(in[r], spec.dtype);
+          cudaMemcpy(d, bits.data(), bits.size(), cudaMemcpyHostToDevice);
+          void* o = nullptr;
+          cudaMalloc(&o, n * 2);
+          for (int k = 0; k < 2 && status[r].ok(); ++k) {
+            status[r] = cuda::allreduce(g.comms[r], d, o, n, spec, g.states[r], g.streams[r]);
+          }
+          if (status[r].ok()) status[r] = cuda::synchronize(g.comms[r], nullptr);
+          std::vector<unsigned char> ob(n * 2);
+          cudaMemcpy(ob.data(), o, ob.size(), cudaMemcpyDeviceToHost);
+          got[r] = test::from_bits(ob, spec.dtype);
+          cudaFree(d);
+          cudaFree(o);
+        });
+      }
+      for (auto& th : threads) th.join();
+      for (int r = 0; r < p; ++r) {
+        BOOST_REQUIRE_MESSAGE(status[r].ok(), status[r].message());
+        BOOST_REQUIRE_MESSAGE(test::same_bits(got[r], want[r]),
+                              (t == cuda::Transport::kNccl ? "nccl" : "p2p")
+                                  << " transport, mode " << compensator_mode_name(mode) << "/"
+                                  << residual_mode_name(res) << ", rank " << r);
+      }
+      g.destroy();
+    }
+  }
+}

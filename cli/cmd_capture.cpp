@@ -75,19 +75,10 @@ void run_capture(const CaptureArgs& args) {
   model::apply_threads(args.run.threads);
 
   model::LlamaModel llama;
-  Status status = llama.load(args.run.model_path);
-  if (status.code() == StatusCode::kIoError) {
-    fail(kCommand, kExitBadInput, status.message() + " (run scripts/setup_model.sh)");
-  }
-  check(kCommand, status);
-  std::string text;
-  check(kCommand, model::read_text_file(args.text, &text));
   std::vector<std::int32_t> ids;
-  status = llama.tokenizer().encode(text, &ids);
-  if (!status.ok()) fail(kCommand, kExitBadInput, args.text + ": " + status.message());
   std::vector<std::size_t> starts;
-  status = model::plan_windows(ids.size(), args.passes, args.length, &starts);
-  if (!status.ok()) fail(kCommand, kExitBadInput, "--passes/--length: " + status.message());
+  check(kCommand, model::load_model_and_windows(args.run, args.text, args.passes, args.length, "--passes",
+                                                &llama, &ids, &starts));
 
   const model::LlamaConfig& config = llama.config();
   const auto sites = static_cast<std::size_t>(config.num_sites());

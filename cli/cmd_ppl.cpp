@@ -34,19 +34,10 @@ void run_ppl(const PplArgs& args) {
   const int threads = model::apply_threads(args.run.threads);
 
   model::LlamaModel llama;
-  Status status = llama.load(args.run.model_path);
-  if (status.code() == StatusCode::kIoError) {
-    fail(kCommand, kExitBadInput, status.message() + " (run scripts/setup_model.sh)");
-  }
-  check(kCommand, status);
-  std::string text;
-  check(kCommand, model::read_text_file(args.text, &text));
   std::vector<std::int32_t> ids;
-  status = llama.tokenizer().encode(text, &ids);
-  if (!status.ok()) fail(kCommand, kExitBadInput, args.text + ": " + status.message());
   std::vector<std::size_t> starts;
-  status = model::plan_windows(ids.size(), args.windows, args.length, &starts);
-  if (!status.ok()) fail(kCommand, kExitBadInput, "--windows/--length: " + status.message());
+  check(kCommand, model::load_model_and_windows(args.run, args.text, args.windows, args.length, "--windows",
+                                                &llama, &ids, &starts));
 
   model::TensorParallel tp;
   check(kCommand, tp.configure(spec));

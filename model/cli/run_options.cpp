@@ -1,5 +1,8 @@
 #include "run_options.h"
 
+#include "echo/model/perplexity.h"
+#include "echo/model/text_file.h"
+
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -8,6 +11,26 @@
 #include <sstream>
 
 namespace echo::model {
+
+Status load_model_and_windows(const RunOptions& options, const std::string& text_path, int count,
+                              int length, const std::string& count_option, LlamaModel* llama,
+                              std::vector<std::int32_t>* ids, std::vector<std::size_t>* starts) {
+  Status status = llama->load(options.model_path);
+  if (status.code() == StatusCode::kIoError) {
+    return Status(StatusCode::kIoError, status.message() + " (run scripts/setup_model.sh)");
+  }
+  if (!status.ok()) return status;
+  std::string text;
+  if (status = read_text_file(text_path, &text); !status.ok()) return status;
+  if (status = llama->tokenizer().encode(text, ids); !status.ok()) {
+    return Status(StatusCode::kFormatError, text_path + ": " + status.message());
+  }
+  if (status = plan_windows(ids->size(), count, length, starts); !status.ok()) {
+    return Status(StatusCode::kInvalidArgument, count_option + "/--length: " + status.message());
+  }
+  return Status::Ok();
+}
+
 
 std::string default_model_path() {
   if (const char* path = std::getenv("ECHO_MODEL_GGUF"); path != nullptr && *path != '\0') {

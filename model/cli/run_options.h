@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "echo/model/llama.h"
 #include "echo/model/tensor_parallel.h"
 #include "echo/status.h"
 
@@ -35,6 +37,13 @@ Status make_tensor_parallel_spec(const RunOptions& options, const AllReduceSpec&
 
 // Applies --threads to OpenMP and Eigen (0 keeps the OpenMP default); returns the count in use.
 int apply_threads(int threads);
+
+// Loads the model of `options`, tokenizes the text file into `ids` and plans `count` evenly spaced
+// windows of `length` tokens (their first token indices in `starts`). Failures are input errors whose message names the file or the option
+// (`count_option`, e.g. "--windows"); a model that cannot be read points to scripts/setup_model.sh.
+Status load_model_and_windows(const RunOptions& options, const std::string& text_path, int count,
+                              int length, const std::string& count_option, LlamaModel* llama,
+                              std::vector<std::int32_t>* ids, std::vector<std::size_t>* starts);
 
 // One line naming the all-reduce, e.g. "P=4 echo 4-bit zero-aware g=128 dual(global, eta=0.75)".
 std::string describe(const TensorParallelSpec& spec);

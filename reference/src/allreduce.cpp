@@ -42,13 +42,25 @@ float max_abs(const float* x, std::size_t count) {
   return bad ? std::numeric_limits<float>::infinity() : m;
 }
 
-// Scaled (backward) or plain (forward) views of the compensated inputs.
+// Sizes every buffer of `buffers` to count elements, keeping capacity between calls.
+void size_buffers(std::vector<Buffer>& buffers, int ranks, std::size_t count) {
+  buffers.resize(static_cast<std::size_t>(ranks));
+  for (Buffer& b : buffers) b.resize(count);
+}
+
+// The simulated ranks' buffers. One workspace per calling thread is kept between calls: a
+// replay calls with the same size site after site, and re-allocating these arrays each time
+// costs more (page faults) than the arithmetic.
 struct Workspace {
   std::vector<Buffer> x_prime;   // x' per rank, gradient units
-  std::vector<Buffer> scaled;    // x' * 2^k per rank (empty when k == 0)
+  std::vector<Buffer> scaled;    // x' * 2^k per rank (used when k != 0)
   std::vector<Buffer> residual;  // local-mode residual per rank
+  std::vector<Buffer> y;         // each rank's reduced result
+  Buffer acc;                    // owner sums (send units)
+  Buffer u;                      // global-mode residual of one rank
+  bool use_scaled = false;
   const float* send(int rank) const {
-    return scaled.empty() ? x_prime[rank].data() : scaled[rank].data();
+    return use_scaled ? scaled[rank].data() : x_prime[rank].data();
   }
 };
 
@@ -204,8 +216,9 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
   }
 
   AllReduceReport local_report;
-  Workspace ws;
-  ws.x_prime.assign(ranks, Buffer(count));
+  thread_local Workspace ws;
+  ws.use_scaled = false;
+  size_buffers(ws.x_prime, ranks, count);
   for (int r = 0; r < ranks; ++r) {
     Buffer& xp = ws.x_prime[r];
     std::copy_n(inputs[r], count, xp.data());
@@ -223,7 +236,8 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
     for (int r = 0; r < ranks; ++r) m = std::max(m, max_abs(ws.x_prime[r].data(), count));
     k = backward_scale_exponent(m);
     if (k != 0) {
-      ws.scaled.assign(ranks, Buffer(count));
+      ws.use_scaled = true;
+      size_buffers(ws.scaled, ranks, count);
       for (int r = 0; r < ranks; ++r) {
         scale_by_power_of_two(ws.x_prime[r].data(), count, k, ws.scaled[r].data());
       }
@@ -233,11 +247,16 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
   const float unscale = std::ldexp(1.0f, -k);
 
   const bool local = compensate && comp.residual == ResidualMode::kLocal;
-  if (local) ws.residual.assign(ranks, Buffer(count, 0.0f));
+  if (local) {
+    size_buffers(ws.residual, ranks, count);
+    for (Buffer& b : ws.residual) std::fill(b.begin(), b.end(), 0.0f);
+  }
 
   // y: the reduced result in the send units, per rank; acc: owner sums (send units).
-  std::vector<Buffer> y(ranks, Buffer(count));
-  Buffer acc(count);
+  size_buffers(ws.y, ranks, count);
+  std::vector<Buffer>& y = ws.y;
+  ws.acc.resize(count);
+  Buffer& acc = ws.acc;
   if (count <= spec.exact_max_count) {
     local_report.exact_path = true;
     std::vector<const float*> send(ranks);
@@ -273,7 +292,8 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
   }
 
   if (compensate) {
-    Buffer u(count);
+    ws.u.resize(count);
+    Buffer& u = ws.u;
     const float p = static_cast<float>(ranks);
     for (int r = 0; r < ranks; ++r) {
       const float* xp = ws.x_prime[r].data();

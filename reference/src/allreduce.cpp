@@ -14,14 +14,14 @@ namespace {
 
 using Buffer = std::vector<float>;
 
-// One quantize -> dequantize of a segment, as a receiver sees it. Returns poisoned groups.
-std::size_t transport(const QuantSpec& spec, const float* values, std::size_t len, float* out,
+// One quantize -> dequantize of a segment, as a receiver sees it (poisoned groups surface in the
+// gather, which quantizes the sum they make non-finite).
+void transport(const QuantSpec& spec, const float* values, std::size_t len, float* out,
                       std::vector<std::uint8_t>& codes, std::vector<GroupParams>& params) {
   codes.resize(len);
   params.resize(spec.num_groups(len));
-  const std::size_t poisoned = quantize(spec, values, len, codes.data(), params.data());
+  quantize(spec, values, len, codes.data(), params.data());
   dequantize(spec, codes.data(), params.data(), len, out);
-  return poisoned;
 }
 
 void scale_by_power_of_two(const float* in, std::size_t count, int k, float* out) {
@@ -65,7 +65,7 @@ struct Workspace {
 };
 
 // Owner (or ring) reduce of segment j into acc; fills local residuals of the senders.
-std::size_t reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::size_t begin,
+void reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::size_t begin,
                            std::size_t len, float unscale, Workspace& ws, float* acc) {
   std::vector<std::uint8_t> codes;
   std::vector<GroupParams> params;
@@ -82,7 +82,7 @@ std::size_t reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::siz
       const float* own = ws.send(r) + begin;
       for (std::size_t e = 0; e < len; ++e) acc[e] = received[e] + own[e];
     }
-    return 0;
+    return;
   }
   // Push: every rank i != j sends its quantized segment; the owner sums in rank order.
   for (int i = 0; i < ranks; ++i) {
@@ -102,7 +102,6 @@ std::size_t reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::siz
       for (std::size_t e = 0; e < len; ++e) acc[e] = acc[e] + value[e];
     }
   }
-  return 0;
 }
 
 // acc = in_0 + in_1 + ... + in_{P-1} in fp32, left to right (the documented summation order).

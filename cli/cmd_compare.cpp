@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 
 #include "commands.h"
+#include "echo/text_output.h"
 #include "echo/synthetic/network_run.h"
 #include "echo/synthetic/study.h"
 
@@ -54,8 +55,7 @@ void print_rows(const std::vector<synthetic::StudyRow>& rows, bool network) {
 
 void write_json(const std::string& path, const std::string& source, const std::vector<synthetic::StudyRow>& rows,
                 const std::vector<std::pair<std::string, std::vector<double>>>& curves) {
-  std::ofstream f(path);
-  if (!f) fail("compare", kExitBadInput, path + ": cannot write");
+  std::ostringstream f;
   auto jn = [](double v) { return std::isfinite(v) ? num(v) : std::string("null"); };
   f << "{\n  \"format\": \"echo-compare\",\n  \"source\": \"" << source << "\",\n  \"rows\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -73,6 +73,7 @@ void write_json(const std::string& path, const std::string& source, const std::v
     f << "]";
   }
   f << "\n  }\n}\n";
+  check("compare", write_text_file_atomically(path, f.str()));
 }
 
 void run_compare(const CompareArgs& args) {

@@ -4,10 +4,13 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "echo/text_output.h"
 #include "echo/model/llama.h"
 #include "echo/model/perplexity.h"
 #include "echo/model/text_file.h"
@@ -41,13 +44,17 @@ void run_ppl(const PplArgs& args) {
 
   model::TensorParallel tp;
   check(kCommand, tp.configure(spec));
-  std::ofstream csv;
+  // The per-window table is written once the run has finished, all or nothing; a folder that
+  // does not exist is refused before the run rather than after it.
   if (!args.csv.empty()) {
-    csv.open(args.csv);
-    if (!csv) fail(kCommand, kExitBadInput, "--csv: cannot write " + args.csv);
-    csv << "window,start,tokens,predictions,nll_sum,mean_nll,seconds\n";
-    csv.precision(17);
+    const std::filesystem::path folder = std::filesystem::path(args.csv).parent_path();
+    if (!folder.empty() && !std::filesystem::is_directory(folder)) {
+      fail(kCommand, kExitBadInput, "--csv: folder " + folder.string() + " does not exist");
+    }
   }
+  std::ostringstream csv;
+  csv << "window,start,tokens,predictions,nll_sum,mean_nll,seconds\n";
+  csv.precision(17);
 
   std::vector<double> nll;
   std::vector<std::size_t> predictions;
@@ -64,14 +71,13 @@ void run_ppl(const PplArgs& args) {
     forward_seconds += seconds;
     nll.push_back(model::window_nll(logits, window));
     predictions.push_back(window.size() - 1);
-    if (csv) {
-      csv << w << ',' << starts[w] << ',' << window.size() << ',' << predictions.back() << ','
-          << nll.back() << ',' << nll.back() / static_cast<double>(predictions.back()) << ','
-          << seconds << '\n';
-    }
+    csv << w << ',' << starts[w] << ',' << window.size() << ',' << predictions.back() << ','
+        << nll.back() << ',' << nll.back() / static_cast<double>(predictions.back()) << ','
+        << seconds << '\n';
     bar.update(w + 1, (w + 1) * window.size());
   }
   bar.finish();
+  if (!args.csv.empty()) check(kCommand, write_text_file_atomically(args.csv, csv.str()));
 
   const model::PerplexitySummary s = model::summarize_perplexity(nll, predictions);
   const double tokens = static_cast<double>(starts.size()) * args.length;

@@ -1,8 +1,10 @@
 #include "echo/proofs/report.h"
+#include "echo/text_output.h"
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 namespace echo::proofs {
 namespace {
@@ -79,10 +81,8 @@ void print_table(std::ostream& out, const std::vector<CheckResult>& results) {
 
 Status write_json(const std::string& path, const std::vector<CheckResult>& results,
                   const std::map<std::string, std::vector<double>>& series) {
-  const std::string temp = path + ".tmp";
+  std::ostringstream f;
   {
-    std::ofstream f(temp);
-    if (!f) return Status(StatusCode::kIoError, path + ": cannot write");
     f << "{\n  \"format\": \"echo-prove\",\n  \"version\": 1,\n  \"checks\": [\n";
     for (std::size_t i = 0; i < results.size(); ++i) {
       const CheckResult& r = results[i];
@@ -100,12 +100,8 @@ Status write_json(const std::string& path, const std::vector<CheckResult>& resul
       f << "]";
     }
     f << "\n  }\n}\n";
-    if (!f) return Status(StatusCode::kIoError, path + ": write failed");
   }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    return Status(StatusCode::kIoError, path + ": cannot rename " + temp);
-  }
-  return Status::Ok();
+  return write_text_file_atomically(path, f.str());
 }
 
 }  // namespace echo::proofs

@@ -1,0 +1,14 @@
+// Text outputs (JSON reports, CSV tables) written all or nothing.
+#pragma once
+
+#include <string>
+
+#include "echo/status.h"
+
+namespace echo {
+
+// Writes `content` to PATH.tmp-<pid> and renames it to PATH; on failure the temporary file is
+// removed and PATH is left as it was.
+Status write_text_file_atomically(const std::string& path, const std::string& content);
+
+}  // namespace echo

@@ -89,7 +89,7 @@ std::vector<CheckResult> run_all_checks(const ProveOptions& options) {
   Eigen::setNbThreads(1);
   std::vector<CheckResult> all;
   for (auto group : {constant_checks, source_checks, noise_checks, linear_checks,
-                     propagation_checks, backward_checks}) {
+                     propagation_checks, tail_and_remainder_checks, backward_checks}) {
     std::vector<CheckResult> part = group();
     all.insert(all.end(), part.begin(), part.end());
   }

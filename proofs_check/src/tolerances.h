@@ -30,4 +30,19 @@ inline constexpr double kRoundingsPerElement = 33.0;
 // seeds are fixed, so a run is reproducible).
 inline constexpr double kConfidenceZ = 4.0;
 
+// High-probability bounds (Theorem 2 (ii), "X <= B with probability >= 1 - p"): of M independent
+// draws, the number above B is Binomial(M, p') with p' <= p when the claim holds. The check
+// allows M p + z sqrt(M p (1 - p)) of them; the normal approximation of the binomial tail is
+// sound while M p (1 - p) >= 9 (M = 1000, p = 0.01 gives 9.9), and z = 4 (a one-sided 3.2e-5,
+// Bonferroni over the <= 4 statistics, 2 levels x 2 depths) keeps a spurious FAIL below 1.3e-4.
+inline constexpr double kExceedanceZ = kConfidenceZ;
+
+// Second-order remainders r_n = F_n(z_n + E_n) - F_n(z_n) - J_n E_n are differences of vectors of
+// norm ~ ||z_n||, so each carries an absolute float64 error of a few 2^-53 ||z_n|| against a size
+// of ~ qbar^2 ||z_n||: at qbar = 1e-3 a relative error of 4 * 1.1e-16 / 1e-6 = 4.4e-10 per site.
+// Corollary 2 compares two float64 evaluations of norms of the same draws (it holds for their
+// empirical law, so no sampling allowance): errors of <= 4.4e-10 relative, summed over <= 2048
+// sites with weights <= 1, stay below 9e-7; 1e-6 is the allowance.
+inline constexpr double kRemainderRelTol = 1e-6;
+
 }  // namespace echo::proofs

@@ -13,6 +13,8 @@
 #include "echo/ema_kernel.h"
 #include "echo/proofs/check.h"
 #include "echo/proofs/report.h"
+#include "echo/synthetic/random.h"
+#include "tail_and_remainder_checks.h"
 #include "reference_channel.h"
 
 using namespace echo;
@@ -36,6 +38,7 @@ BOOST_FIXTURE_TEST_CASE(noise_pass, SingleThread) { expect_no_failure(noise_chec
 BOOST_FIXTURE_TEST_CASE(linear_pass, SingleThread) { expect_no_failure(linear_checks()); }
 BOOST_FIXTURE_TEST_CASE(propagation_pass, SingleThread) { expect_no_failure(propagation_checks()); }
 BOOST_FIXTURE_TEST_CASE(backward_pass, SingleThread) { expect_no_failure(backward_checks()); }
+BOOST_FIXTURE_TEST_CASE(tail_and_remainder_pass, SingleThread) { expect_no_failure(tail_and_remainder_checks()); }
 
 BOOST_AUTO_TEST_CASE(trace_checks_run_on_the_example_and_skip_missing) {
   ProveOptions o;
@@ -73,6 +76,17 @@ BOOST_AUTO_TEST_CASE(a_wrong_bound_is_caught) {
   const double q = 1.0;  // ||0.25 * ones(16)|| = 1
   const CheckResult r = at_most("thm1.wrong", "", max_partial_sum(run), EmaKernel::from(wrong).partial_sum_bound(56, q));
   BOOST_TEST((r.verdict == Verdict::kFail));
+}
+
+BOOST_AUTO_TEST_CASE(a_wrong_tail_bound_is_caught) {
+  // ||g||^2 / d of a standard normal g in R^32 has mean 1 and exceeds 1 about 45 % of the time:
+  // "<= 1 with probability >= 0.9" is wrong and must FAIL, "<= 3 with probability >= 0.9" holds
+  // (its 0.9 quantile is about 1.33) and must PASS.
+  synthetic::Random rng(5);
+  std::vector<double> draws(1000);
+  for (double& x : draws) x = rng.normal_matrix(32, 1, 1.0).squaredNorm() / 32.0;
+  BOOST_TEST((exceeds_with_probability_at_most("tail.wrong", "", draws, 1.0, 0.1).verdict == Verdict::kFail));
+  BOOST_TEST((exceeds_with_probability_at_most("tail.right", "", draws, 3.0, 0.1).verdict == Verdict::kPass));
 }
 
 BOOST_AUTO_TEST_CASE(json_is_written) {

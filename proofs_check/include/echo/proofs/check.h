@@ -48,6 +48,7 @@ std::vector<CheckResult> noise_checks();        // Remark 1 (Monte Carlo)
 std::vector<CheckResult> linear_checks();       // Lemmas 2-4
 std::vector<CheckResult> propagation_checks();  // Theorem 2, Remark 2, Corollary 1, Proposition 2
 std::vector<CheckResult> backward_checks();     // Proposition 3
+std::vector<CheckResult> tail_and_remainder_checks();        // Theorem 2 (ii), Proposition 1, Corollary 2
 std::vector<CheckResult> trace_checks(const ProveOptions& options);
 
 std::vector<CheckResult> run_all_checks(const ProveOptions& options);

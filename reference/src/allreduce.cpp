@@ -246,6 +246,7 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
   const float unscale = std::ldexp(1.0f, -k);
 
   const bool local = compensate && comp.residual == ResidualMode::kLocal;
+  const Segmentation seg(count, spec.quant.group, ranks);
   if (local) {
     size_buffers(ws.residual, ranks, count);
     for (Buffer& b : ws.residual) std::fill(b.begin(), b.end(), 0.0f);
@@ -264,7 +265,6 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
     for (int r = 0; r < ranks; ++r) std::copy(acc.begin(), acc.end(), y[r].begin());
     local_report.poisoned_groups = count_nonfinite_groups(send.data(), ranks, count, spec.quant);
   } else {
-    const Segmentation seg(count, spec.quant.group, ranks);
     std::vector<std::uint8_t> codes;
     std::vector<GroupParams> params;
     for (int j = 0; j < ranks; ++j) {
@@ -300,7 +300,6 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
       if (local) {
         // Owner's own segment: the gather error; pushed segments were filled during reduce.
         float* ur = ws.residual[r].data();
-        const Segmentation seg(count, spec.quant.group, ranks);
         const std::size_t begin = seg.begin(r);
         const std::size_t end = seg.end(r);
         for (std::size_t e = begin; e < end; ++e) ur[e] = acc[e] * unscale - yr[e];

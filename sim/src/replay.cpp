@@ -167,11 +167,8 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
       // delta = y - sum_i x'_i and rho = y - sum_i x_i, from rank 0's output, ranks in order.
       double sum_norm_sq = 0.0, correction_sq = 0.0;
       for (std::size_t i = 0; i < n; ++i) {
-        double sx = 0.0, sxp = 0.0;
-        for (std::size_t r = 0; r < ranks; ++r) {
-          sx += static_cast<double>(x[r * n + i]);
-          sxp += static_cast<double>(xp[r * n + i]);
-        }
+        const double sx = rank_sum(x.data(), ranks, n, i);
+        const double sxp = rank_sum(xp.data(), ranks, n, i);
         const double yi = static_cast<double>(y[i]);
         delta[i] = yi - sxp;
         rho[i] = yi - sx;

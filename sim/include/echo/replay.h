@@ -48,6 +48,14 @@ struct ReplaySummary {
   double seconds = 0.0;           // wall time of the backend calls
 };
 
+// sum_r values[r * count + i] over the ranks in order, in float64: how the metrics form sum_i x_i
+// and sum_i x'_i (docs/numerics.md, section 7).
+inline double rank_sum(const float* values, std::size_t ranks, std::size_t count, std::size_t i) {
+  double sum = 0.0;
+  for (std::size_t r = 0; r < ranks; ++r) sum += static_cast<double>(values[r * count + i]);
+  return sum;
+}
+
 // The trace must already be open. The result file is written to out_path atomically.
 Status replay_trace(const TraceReader& trace, const std::string& out_path,
                     const ReplayOptions& options, AllReduceBackend& backend,

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "echo/ema_kernel.h"
+#include "echo/replay.h"
 #include "echo/synthetic/network_run.h"
 
 namespace echo::synthetic {
@@ -111,11 +112,8 @@ Status study_trace(const TraceReader& trace, const AllReduceSpec& base,
         }
         double delta_sq = 0.0, partial_sq = 0.0, hidden_sq = 0.0;
         for (std::size_t i = 0; i < n; ++i) {
-          double sx = 0.0, sxp = 0.0;
-          for (std::size_t r = 0; r < ranks; ++r) {
-            sx += static_cast<double>(x[r * n + i]);
-            sxp += static_cast<double>(xp[r * n + i]);
-          }
+          const double sx = rank_sum(x.data(), ranks, n, i);
+          const double sxp = rank_sum(xp.data(), ranks, n, i);
           const double yi = static_cast<double>(y[i]);
           delta_sq += (yi - sxp) * (yi - sxp);
           partial[i] += yi - sx;

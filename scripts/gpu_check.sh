@@ -7,7 +7,7 @@
 #   sanitize   compute-sanitizer memcheck and racecheck on a reduced device-API test
 #   bench      echotk bench, 64 KiB .. 1 GiB bf16, all rows, appended to docs/bench-<date>.md
 #   bench-bg   the same under background peer-to-peer traffic (duty from BENCH_DUTY, default 0.5)
-#   probe      one-GPU stage timings of the owner kernel (and ncu sections on it)
+#   probe      one-GPU stage timings of the owner kernel (and ncu sections on it unless PROBE_NCU=0)
 #   tune       a few pipeline depths at 1 GiB (echo4 rows only)
 # Environment: BUILD_DIR (default build-gpu), BENCH_ARGS (extra echotk bench options).
 set -uo pipefail
@@ -63,6 +63,7 @@ stage_probe() {
   for args in "536870912 4 4 off" "536870912 4 4 dual" "536870912 4 8 off"; do
     $p $args 2>&1 | tee -a "$out/probe.log"
   done
+  [[ ${PROBE_NCU:-1} == 1 ]] || return 0
   timeout 240 ncu --clock-control none -k regex:owner_allreduce --launch-skip 3 --launch-count 3 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section MemoryWorkloadAnalysis $p 134217728 4 4 off >"$out/ncu.log" 2>&1

@@ -36,6 +36,7 @@ struct WorkspaceLayout {
 // Per-rank counters that only this rank's kernels touch.
 struct Control {
   unsigned long long seq;     // epoch of the last finished launch
+  unsigned long long next_job;  // job queue of the owner kernel: blocks take jobs in order
   unsigned int done_blocks;   // last-block-done counter of the main kernels
   unsigned int max_done_blocks;
   unsigned int max_bits;      // running max |x'| as float bits (non-negative floats order as uints)

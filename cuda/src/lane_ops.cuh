@@ -77,28 +77,33 @@ struct GroupStats {
 
 // Min, max and finiteness of one group spread over `lanes` consecutive lanes (a power of two);
 // every lane of the warp takes part in the shuffles, lanes without elements contribute nothing.
+// min/max propagate NaN, so a group is finite exactly when its min and max are (a NaN makes both
+// NaN, +Inf the max, -Inf the min). The sign of a zero min or max never matters to the group map
+// (docs/numerics.md 2: lo and hi enter only through differences, |lo| and comparisons with 0).
 template <int E>
 __device__ __forceinline__ GroupStats group_stats(const float (&v)[E], int valid, int lanes) {
   float mn = __int_as_float(0x7F800000);
   float mx = -__int_as_float(0x7F800000);
-  int bad = 0;
+  if (valid == E) {
 #pragma unroll
-  for (int k = 0; k < E; ++k) {
-    if (k < valid) {
-      const float x = v[k];
-      bad |= !is_finite(x);
-      mn = x < mn ? x : mn;
-      mx = x > mx ? x : mx;
+    for (int k = 0; k < E; ++k) {
+      mn = fmin_nan(mn, v[k]);
+      mx = fmax_nan(mx, v[k]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+      if (k < valid) {
+        mn = fmin_nan(mn, v[k]);
+        mx = fmax_nan(mx, v[k]);
+      }
     }
   }
   for (int off = 1; off < lanes; off <<= 1) {
-    const float omn = __shfl_xor_sync(0xFFFFFFFFu, mn, off);
-    const float omx = __shfl_xor_sync(0xFFFFFFFFu, mx, off);
-    bad |= __shfl_xor_sync(0xFFFFFFFFu, bad, off);
-    mn = omn < mn ? omn : mn;
-    mx = omx > mx ? omx : mx;
+    mn = fmin_nan(mn, __shfl_xor_sync(0xFFFFFFFFu, mn, off));
+    mx = fmax_nan(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, off));
   }
-  return {mn, mx, bad == 0};
+  return {mn, mx, is_finite(mn) && is_finite(mx)};
 }
 
 // fp16 scale and zero-point of a group as floats, from its parameter word on the wire.
@@ -107,15 +112,23 @@ struct DecodeParams {
   float z;
 };
 
-__device__ __forceinline__ DecodeParams load_params(const unsigned char* params, std::size_t lg,
-                                                    bool symmetric, int bits) {
-  if (symmetric) {
-    const std::uint16_t s = __ldcg(reinterpret_cast<const unsigned short*>(params) + lg);
-    return {half_bits_to_float(s), static_cast<float>(1 << (bits - 1))};
-  }
-  const unsigned w = __ldcg(reinterpret_cast<const unsigned*>(params) + lg);
+// A group's parameter word as stored (fp16 scale in the low half, zero-point in the high half; the
+// symmetric quantizer stores the scale alone). Loaded ahead of its use, decoded by params_of_word.
+__device__ __forceinline__ unsigned load_param_word(const unsigned char* params, std::size_t lg,
+                                                    bool symmetric) {
+  if (symmetric) return __ldcg(reinterpret_cast<const unsigned short*>(params) + lg);
+  return __ldcg(reinterpret_cast<const unsigned*>(params) + lg);
+}
+
+__device__ __forceinline__ DecodeParams params_of_word(unsigned w, bool symmetric, int bits) {
+  if (symmetric) return {half_bits_to_float(static_cast<std::uint16_t>(w & 0xFFFFu)), static_cast<float>(1 << (bits - 1))};
   return {half_bits_to_float(static_cast<std::uint16_t>(w & 0xFFFFu)),
           half_bits_to_float(static_cast<std::uint16_t>(w >> 16))};
+}
+
+__device__ __forceinline__ DecodeParams load_params(const unsigned char* params, std::size_t lg,
+                                                    bool symmetric, int bits) {
+  return params_of_word(load_param_word(params, lg, symmetric), symmetric, bits);
 }
 
 __device__ __forceinline__ void store_params(unsigned char* params, std::size_t lg, bool symmetric,

@@ -41,6 +41,24 @@ __device__ __forceinline__ float fdiv(float a, float b) {
   const float r = __fdiv_rn(a, b);
   return r != r ? x86_nan(a, b) : r;
 }
+// min and max that return NaN when either operand is NaN (PTX min.NaN / max.NaN): group statistics
+// carry a NaN through to the finiteness test instead of skipping it.
+__device__ __forceinline__ float fmin_nan(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+// Byte permute (PTX prmt.b32): result byte i is byte sel[4i..4i+3] of the pair {b, a} (a = 0..3).
+__device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
+  unsigned r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
 __device__ __forceinline__ bool is_finite(float v) { return fabsf(v) <= 3.402823466e38f; }
 
 // ---- element types -------------------------------------------------------------------------
@@ -92,12 +110,21 @@ template <> struct Elem<DType::kBFloat16> {
   static __device__ __forceinline__ float load(T v) { return bf16_bits_to_float(v); }
   static __device__ __forceinline__ T store(float v) { return float_to_bf16_bits(v); }
   static __device__ __forceinline__ T store_not_nan(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+  // Two values into one word, the first in the low half.
+  static __device__ __forceinline__ unsigned store_pair_not_nan(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&h);
+  }
 };
 template <> struct Elem<DType::kFloat16> {
   using T = std::uint16_t;
   static __device__ __forceinline__ float load(T v) { return half_bits_to_float(v); }
   static __device__ __forceinline__ T store(float v) { return float_to_half_bits(v); }
   static __device__ __forceinline__ T store_not_nan(float v) { return __half_as_ushort(__float2half_rn(v)); }
+  static __device__ __forceinline__ unsigned store_pair_not_nan(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&h);
+  }
 };
 // dtype_rne as a float (the delivered output value).
 template <DType D> __device__ __forceinline__ float round_to(float v) {
@@ -216,15 +243,27 @@ __device__ inline GroupMap make_group_map(const QuantParams& q, float mn, float 
 inline constexpr float kRintMagic = 12582912.0f;
 inline constexpr unsigned kRintMagicBits = 0x4B400000u;
 
+// The magic constant of a group map: 1.5 * 2^23 plus the code offset (2^(b-1) for the symmetric
+// quantizer, 0 otherwise). The offset is even, so fp32(t + magic) = magic + rint_even(t) for
+// |t| <= 255, and the low byte of its bits is the code (the magic's low 22 bits are zero).
+__device__ __forceinline__ float encode_magic(const GroupMap& m) {
+  return __fadd_rn(kRintMagic, m.code_shift);
+}
+
+// fp32(t + magic) of one element (docs/numerics.md 2.2 step 4, 2.3): the code is its low byte.
+// Only for groups that are not poisoned: t is then finite, so min/max equal the reference's
+// compare-and-select clamps.
+__device__ __forceinline__ unsigned encode_bits(const GroupMap& m, float magic, float x) {
+  float t = __fmul_rn(x, m.recip);
+  t = __fadd_rn(t, m.zero_add);
+  t = fminf(fmaxf(t, m.clip_lo), m.clip_hi);
+  return __float_as_uint(__fadd_rn(t, magic));
+}
+
 // Code of one element (0 for poisoned groups, as the reference writes).
 __device__ __forceinline__ unsigned encode(const GroupMap& m, float x) {
   if (m.poisoned) return 0u;
-  float t = __fmul_rn(x, m.recip);
-  t = __fadd_rn(t, m.zero_add);
-  t = t < m.clip_lo ? m.clip_lo : t;
-  t = t > m.clip_hi ? m.clip_hi : t;
-  const float r = __fadd_rn(t, kRintMagic);  // exact integer: |t| <= 255
-  return __float_as_uint(r) - kRintMagicBits + static_cast<unsigned>(static_cast<int>(m.code_shift));
+  return encode_bits(m, encode_magic(m), x) & 0xFFu;
 }
 
 // float(q) for a code q < 2^23 without a conversion instruction: 2^23 + q is exact.
@@ -237,9 +276,16 @@ __device__ __forceinline__ float decode(float s, float z, unsigned code) {
   return fmul(s, fsub(code_to_float(code), z));
 }
 
-// decode() for a group whose scale is finite (not poisoned): no NaN can arise, so no x86 NaN fix.
-__device__ __forceinline__ float decode_finite(float s, float z, unsigned code) {
-  return __fmul_rn(s, __fsub_rn(code_to_float(code), z));
+// decode() for a group whose scale is finite (not poisoned), from float(q): no NaN can arise, so no
+// x86 NaN fix.
+__device__ __forceinline__ float decode_finite_value(float s, float z, float q) {
+  return __fmul_rn(s, __fsub_rn(q, z));
+}
+
+// float(q) from an encode_bits() result: fp32(bits - 1.5 * 2^23) is the code, exact (the
+// symmetric code offset is part of the magic).
+__device__ __forceinline__ float code_value_of_bits(unsigned bits) {
+  return __fsub_rn(__uint_as_float(bits), kRintMagic);
 }
 
 // What decode() gives for every element of a poisoned group: the scale's own NaN, as x86

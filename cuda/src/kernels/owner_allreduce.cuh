@@ -69,11 +69,57 @@ struct LaneMap {
   }
 };
 
+// A lane's group in one block iteration of a tile.
+struct LaneGroup {
+  std::size_t grp;  // message group index
+  bool active;      // the group lies in the tile
+  std::size_t e0;   // first element of the lane
+  int valid;        // elements of the lane inside the message
+};
+
+// A lane's input words, loaded one block iteration ahead of their use so that the loads of the
+// next iteration are in flight while the current one computes. Runs that are partial or not
+// 16-byte aligned are read element by element when used.
+template <DType D, int E>
+struct InputWords {
+  using T = typename Elem<D>::T;
+  static constexpr int kWords = E * static_cast<int>(sizeof(T)) / 16;
+  uint4 w[kWords];
+  bool fast;
+  __device__ __forceinline__ void load(const void* base, const LaneGroup& g, bool aligned) {
+    fast = g.active && g.valid == E && aligned;
+    if (fast) {
+      const uint4* q = reinterpret_cast<const uint4*>(static_cast<const T*>(base) + g.e0);
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) w[i] = q[i];
+    }
+  }
+  __device__ __forceinline__ void to_float(const void* base, const LaneGroup& g, float (&v)[E]) const {
+    if (fast) {
+      constexpr int kPer = 16 / static_cast<int>(sizeof(T));
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) {
+        const T* t = reinterpret_cast<const T*>(&w[i]);
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) v[i * kPer + k] = Elem<D>::load(t[k]);
+      }
+    } else {
+      load_elems<D, E>(base, g.e0, g.valid, false, v);
+    }
+  }
+};
+
 // COMP: the compensator is on (its state lives in registers through a tile; off, those
 // registers are free).
 template <DType D, int BITS, int E, bool COMP>
 struct OwnerStages {
   using Codes = PackedCodes<BITS, E>;
+  using Input = InputWords<D, E>;
+  // Register budget: the uncompensated 16-element variants load the next iteration's input ahead
+  // and four peers' codes at once; the others (state registers or 32 elements per lane) would
+  // spill, so they load as they go.
+  static constexpr bool kPrefetch = !COMP && E == 16;
+  static constexpr int kPeerBatch = kPrefetch ? 4 : 1;
   const CallArgs& a;
   unsigned long long epoch;
   Scaling sc;
@@ -93,25 +139,45 @@ struct OwnerStages {
     group_bytes = static_cast<std::size_t>(a.group) * BITS / 8;
   }
 
-  __device__ int valid_of(std::size_t e0) const {
-    if (e0 >= a.count) return 0;
-    const std::size_t left = a.count - e0;
-    return left < static_cast<std::size_t>(E) ? static_cast<int>(left) : E;
+  __device__ LaneGroup lane_group(std::size_t base, std::size_t end) const {
+    LaneGroup g;
+    g.grp = base + lm.group_slot;
+    g.active = g.grp < end;
+    g.e0 = g.grp * a.group + static_cast<std::size_t>(lm.lane_in_group) * E;
+    g.valid = 0;
+    if (g.active && g.e0 < a.count) {
+      const std::size_t left = a.count - g.e0;
+      g.valid = left < static_cast<std::size_t>(E) ? static_cast<int>(left) : E;
+    }
+    return g;
   }
 
   // x' of a lane (gradient units) with the state it was formed from; also the global-mode stash
   // and the optional x' output.
-  __device__ void entry(std::size_t e0, int valid, float (&x)[E], float (&m1)[E], float (&m2)[E]) {
-    load_elems<D, E>(a.in, e0, valid, in_aligned, x);
+  __device__ void entry(const LaneGroup& g, const Input& in, float (&x)[E], float (&m1)[E], float (&m2)[E]) {
+    in.to_float(a.in, g, x);
     if constexpr (COMP) {
-      if (a.comp.residual == ResidualMode::kGlobal) store_elems<D, E>(a.comp.stash, e0, valid, true, x);
-      load_state<E>(a.comp, e0, valid, m1, m2);
+      if (a.comp.residual == ResidualMode::kGlobal) store_elems<D, E>(a.comp.stash, g.e0, g.valid, true, x);
+      load_state<E>(a.comp, g.e0, g.valid, m1, m2);
       apply_compensation<E>(a.comp, fresh, m1, m2, x);
     }
-    if (a.compensated != nullptr) store_f32<E>(a.compensated + e0, valid, x);
+    if (a.compensated != nullptr) store_f32<E>(a.compensated + g.e0, g.valid, x);
   }
 
   __device__ bool local_residual() const { return COMP && a.comp.residual == ResidualMode::kLocal; }
+
+  // Codes of a lane's values under a group map: encode, zero codes past the message end and in
+  // poisoned groups (the reference writes 0 there), pack. `bits` keeps each code's fp32(t + magic).
+  __device__ __forceinline__ void quantize_lane(const GroupMap& map, const float (&v)[E], int valid,
+                                                unsigned (&bits)[E], Codes& codes) const {
+    const float magic = encode_magic(map);
+#pragma unroll
+    for (int k = 0; k < E; ++k) bits[k] = encode_bits(map, magic, v[k]);
+    unsigned b[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) b[k] = (map.poisoned || k >= valid) ? 0u : bits[k];
+    codes.pack(b);
+  }
 
   // Stage push: segment `dest` of x' to its owner.
   __device__ void push(int dest, int tile) {
@@ -127,45 +193,100 @@ struct OwnerStages {
                      static_cast<std::size_t>(a.rank) * a.layout.slot_bytes;
     unsigned char* params = slot + a.codes_bytes;
     const QuantParams qp{BITS, a.kind};
+    Input next;
+    if (kPrefetch) next.load(a.in, lane_group(tr.first, tr.end), in_aligned);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block) {
-      const std::size_t grp = base + lm.group_slot;
-      const bool active = grp < tr.end;
-      const std::size_t e0 = grp * a.group + static_cast<std::size_t>(lm.lane_in_group) * E;
-      const int valid = active ? valid_of(e0) : 0;
+      const LaneGroup g = lane_group(base, tr.end);
+      Input cur = next;
+      if (!kPrefetch) {
+        cur.load(a.in, g, in_aligned);
+      } else if (base + lm.groups_per_block < tr.end) {
+        next.load(a.in, lane_group(base + lm.groups_per_block, tr.end), in_aligned);
+      }
       float x[E], m1[E], m2[E];
-      entry(e0, valid, x, m1, m2);
+      entry(g, cur, x, m1, m2);
       float xs[E];
 #pragma unroll
       for (int k = 0; k < E; ++k) xs[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
-      const GroupStats st = group_stats<E>(xs, valid, lm.lanes_per_group);
-      if (!active) continue;
+      const GroupStats st = group_stats<E>(xs, g.valid, lm.lanes_per_group);
+      if (!g.active) continue;
       const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
+      unsigned bits[E];
       Codes codes;
-      codes.clear();
-#pragma unroll
-      for (int k = 0; k < E; ++k) {
-        if (k < valid) codes.set(k, encode(map, xs[k]));
-      }
-      const std::size_t lg = grp - seg_first - a.round_group_begin;  // group index in the slot
+      quantize_lane(map, xs, g.valid, bits, codes);
+      const std::size_t lg = g.grp - seg_first - a.round_group_begin;  // group index in the slot
       codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
       if (lm.lane_in_group == 0) store_params(params, lg, symmetric, map);
       if (local_residual()) {
         // Local residual: the rounding error this rank injected, u = x' - v (gradient units).
         const DecodeParams dp = decode_params_of(map, symmetric, BITS);
+        float q[E];
+        codes.code_values(q);  // from the packed codes: fewer live registers than `bits`
         float u[E];
 #pragma unroll
         for (int k = 0; k < E; ++k) {
-          float v = decode(dp.s, dp.z, codes.get(k));
+          float v = map.poisoned ? decode(dp.s, dp.z, 0u) : decode_finite_value(dp.s, dp.z, q[k]);
           if (a.backward) v = fmul(v, sc.unscale);
           u[k] = fsub(x[k], v);
         }
         update_state<E>(a.comp, u, m1, m2);
-        store_state<E>(a.comp, e0, valid, m1, m2);
+        store_state<E>(a.comp, g.e0, g.valid, m1, m2);
       }
     }
     if (a.nccl) return;  // ordered by the stream and the following ncclSend
     // Publish the tile to its owner (release after the barrier covers every thread's stores).
     block_post_flag(flag_at(a.peer_base[dest], a.layout.push_flags_offset, a.rank, tile), epoch);
+  }
+
+  // The owner's fp32 sum of one lane in rank order: the received copies dequantized, its own
+  // values unquantized. Peers are taken kPeerBatch at a time, their loads issued before any
+  // arithmetic.
+  // X86: every addition with the reference's NaN results (only needed when a sum is not finite).
+  template <bool X86>
+  __device__ __forceinline__ void sum_copies(const LaneGroup& g, std::size_t lg, const float (&xs)[E],
+                                             float (&acc)[E]) const {
+    const unsigned char* own = reinterpret_cast<const unsigned char*>(a.peer_base[a.rank]);
+    for (int r0 = 0; r0 < a.ranks; r0 += kPeerBatch) {
+      Codes cw[kPeerBatch];
+      unsigned pw[kPeerBatch];
+#pragma unroll
+      for (int j = 0; j < kPeerBatch; ++j) {
+        const int r = r0 + j;
+        pw[j] = 0u;
+        cw[j].clear();
+        if (r < a.ranks && r != a.rank && g.active) {
+          const unsigned char* slot = own + a.layout.recv_offset + static_cast<std::size_t>(r) * a.layout.slot_bytes;
+          pw[j] = load_param_word(slot + a.codes_bytes, lg, symmetric);
+          cw[j].load(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kPeerBatch; ++j) {
+        const int r = r0 + j;
+        if (r >= a.ranks) break;
+        float v[E];
+        if (r == a.rank) {
+#pragma unroll
+          for (int k = 0; k < E; ++k) v[k] = xs[k];
+        } else if (g.active) {
+          const DecodeParams dp = params_of_word(pw[j], symmetric, BITS);
+          if (dp.s != dp.s) {
+#pragma unroll
+            for (int k = 0; k < E; ++k) v[k] = poisoned_value(dp.s);
+          } else {
+            float q[E];
+            cw[j].code_values(q);
+#pragma unroll
+            for (int k = 0; k < E; ++k) v[k] = decode_finite_value(dp.s, dp.z, q[k]);
+          }
+        } else {
+#pragma unroll
+          for (int k = 0; k < E; ++k) v[k] = 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < E; ++k) acc[k] = r == 0 ? v[k] : (X86 ? fadd(acc[k], v[k]) : __fadd_rn(acc[k], v[k]));
+      }
+    }
   }
 
   // Stages reduce + gather: the own segment's tile.
@@ -183,60 +304,42 @@ struct OwnerStages {
     const std::size_t seg_first = static_cast<std::size_t>(a.rank) * a.groups_per_segment;
     const QuantParams qp{BITS, a.kind};
     unsigned long long poisoned = 0;
+    Input next;
+    if (kPrefetch) next.load(a.in, lane_group(tr.first, tr.end), in_aligned);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block) {
-      const std::size_t grp = base + lm.group_slot;
-      const bool active = grp < tr.end;
-      const std::size_t e0 = grp * a.group + static_cast<std::size_t>(lm.lane_in_group) * E;
-      const int valid = active ? valid_of(e0) : 0;
-      const std::size_t lg = grp - seg_first - a.round_group_begin;
+      const LaneGroup g = lane_group(base, tr.end);
+      Input cur = next;
+      if (!kPrefetch) {
+        cur.load(a.in, g, in_aligned);
+      } else if (base + lm.groups_per_block < tr.end) {
+        next.load(a.in, lane_group(base + lm.groups_per_block, tr.end), in_aligned);
+      }
+      const std::size_t lg = g.grp - seg_first - a.round_group_begin;
       float x[E], m1[E], m2[E];
-      entry(e0, valid, x, m1, m2);
+      entry(g, cur, x, m1, m2);
+      float xs[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) xs[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
       // fp32 sum in rank order; the owner's own copy is never quantized. Plain adds: in a group
       // whose sum is finite no NaN arose, so they equal the reference's; a non-finite group is
       // poisoned and its sum matters only to the local residual, which then redoes the sum with
       // the reference's NaN results.
       float acc[E];
-      for (int pass = 0; pass < 2; ++pass) {
-        const bool x86 = pass == 1;
-        for (int r = 0; r < a.ranks; ++r) {
-          float v[E];
-          if (r == a.rank) {
-#pragma unroll
-            for (int k = 0; k < E; ++k) v[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
-          } else if (active) {
-            const unsigned char* slot = reinterpret_cast<const unsigned char*>(own) + a.layout.recv_offset +
-                                        static_cast<std::size_t>(r) * a.layout.slot_bytes;
-            const DecodeParams dp = load_params(slot + a.codes_bytes, lg, symmetric, BITS);
-            Codes c;
-            c.load(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
-            const bool poisoned = dp.s != dp.s;
-#pragma unroll
-            for (int k = 0; k < E; ++k) v[k] = poisoned ? poisoned_value(dp.s) : decode_finite(dp.s, dp.z, c.get(k));
-          } else {
-#pragma unroll
-            for (int k = 0; k < E; ++k) v[k] = 0.0f;
-          }
-#pragma unroll
-          for (int k = 0; k < E; ++k) acc[k] = r == 0 ? v[k] : (x86 ? fadd(acc[k], v[k]) : __fadd_rn(acc[k], v[k]));
-        }
-        if (x86 || !local_residual()) break;
-        // Slow pass only for this lane's non-finite sums in the local residual mode.
+      sum_copies<false>(g, lg, xs, acc);
+      if (local_residual()) {
         bool lane_finite = true;
 #pragma unroll
-        for (int k = 0; k < E; ++k) lane_finite = lane_finite && (k >= valid || is_finite(acc[k]));
-        if (lane_finite || !local_residual()) break;
+        for (int k = 0; k < E; ++k) lane_finite = lane_finite && (k >= g.valid || is_finite(acc[k]));
+        if (!lane_finite) sum_copies<true>(g, lg, xs, acc);
       }
-      const GroupStats st = group_stats<E>(acc, valid, lm.lanes_per_group);
-      if (!active) continue;
+      const GroupStats st = group_stats<E>(acc, g.valid, lm.lanes_per_group);
+      if (!g.active) continue;
       // Gather: quantize the sum once and send the same codes to every peer.
       const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
       if (map.poisoned && lm.lane_in_group == 0) ++poisoned;
+      unsigned bits[E];
       Codes codes;
-      codes.clear();
-#pragma unroll
-      for (int k = 0; k < E; ++k) {
-        if (k < valid) codes.set(k, encode(map, acc[k]));
-      }
+      quantize_lane(map, acc, g.valid, bits, codes);
       // NCCL: only the own slot; ncclAllGather delivers it to the peers.
       for (int r = a.nccl ? 0 : 1; r < (a.nccl ? 1 : a.ranks); ++r) {
         const int peer = (a.rank + r) % a.ranks;
@@ -251,20 +354,29 @@ struct OwnerStages {
       if (map.poisoned) {
 #pragma unroll
         for (int k = 0; k < E; ++k) {
-          float v = decode(dp.s, dp.z, codes.get(k));
+          float v = decode(dp.s, dp.z, 0u);
           if (a.backward) v = fmul(v, sc.unscale);
           y[k] = round_to<D>(v);
         }
-        store_elems<D, E>(a.out, e0, valid, out_aligned, y);
+        store_elems<D, E>(a.out, g.e0, g.valid, out_aligned, y);
       } else {
-        // Finite scale: the values are finite, the hardware conversion rounds them.
+        // Finite scale: the values are finite, the hardware conversion rounds them. The code values
+        // come from `bits` (one subtraction each) or, with the state in registers, from the packed
+        // codes (fewer live registers).
+        float q[E];
+        if constexpr (COMP) {
+          codes.code_values(q);
+        } else {
+#pragma unroll
+          for (int k = 0; k < E; ++k) q[k] = code_value_of_bits(bits[k]);
+        }
 #pragma unroll
         for (int k = 0; k < E; ++k) {
-          float v = decode_finite(dp.s, dp.z, codes.get(k));
+          float v = decode_finite_value(dp.s, dp.z, q[k]);
           if (a.backward) v = __fmul_rn(v, sc.unscale);
-          y[k] = Elem<D>::load(Elem<D>::store_not_nan(v));
+          y[k] = local_residual() ? Elem<D>::load(Elem<D>::store_not_nan(v)) : v;
         }
-        store_elems<D, E, true>(a.out, e0, valid, out_aligned, y);
+        store_elems<D, E, true>(a.out, g.e0, g.valid, out_aligned, y);
       }
       if (local_residual()) {
         // Local residual of the owner: its gather error, u = acc - y (gradient units).
@@ -272,7 +384,7 @@ struct OwnerStages {
 #pragma unroll
         for (int k = 0; k < E; ++k) u[k] = fsub(a.backward ? fmul(acc[k], sc.unscale) : acc[k], y[k]);
         update_state<E>(a.comp, u, m1, m2);
-        store_state<E>(a.comp, e0, valid, m1, m2);
+        store_state<E>(a.comp, g.e0, g.valid, m1, m2);
       }
     }
     if (poisoned != 0) atomicAdd(&a.control->poisoned[(epoch - a.round) & 1], poisoned);
@@ -285,7 +397,8 @@ struct OwnerStages {
     return true;
   }
 
-  // Stage tail: owner's gathered tile into the output.
+  // Stage tail: owner's gathered tile into the output. Codes and parameters of the next block
+  // iteration are loaded before the current one is decoded.
   __device__ bool tail(int owner, int tile) {
     const TileRange tr = tile_range(a, owner, tile);
     if (tr.first == tr.end) return true;
@@ -297,29 +410,45 @@ struct OwnerStages {
     const std::size_t seg_first = static_cast<std::size_t>(owner) * a.groups_per_segment;
     const unsigned char* slot = reinterpret_cast<const unsigned char*>(own) + a.layout.gather_offset +
                                 static_cast<std::size_t>(owner) * a.layout.slot_bytes;
+    const std::size_t lg_base = seg_first + a.round_group_begin;
+    Codes next_codes;
+    unsigned next_word = 0u;
+    {
+      const LaneGroup g = lane_group(tr.first, tr.end);
+      if (g.active) {
+        next_word = load_param_word(slot + a.codes_bytes, g.grp - lg_base, symmetric);
+        next_codes.load(slot + (g.grp - lg_base) * group_bytes + lm.lane_in_group * Codes::kBytes);
+      }
+    }
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block) {
-      const std::size_t grp = base + lm.group_slot;
-      if (grp >= tr.end) continue;
-      const std::size_t e0 = grp * a.group + static_cast<std::size_t>(lm.lane_in_group) * E;
-      const int valid = valid_of(e0);
-      const std::size_t lg = grp - seg_first - a.round_group_begin;
-      const DecodeParams dp = load_params(slot + a.codes_bytes, lg, symmetric, BITS);
-      Codes c;
-      c.load(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
+      const LaneGroup g = lane_group(base, tr.end);
+      const Codes c = next_codes;
+      const unsigned word = next_word;
+      if (base + lm.groups_per_block < tr.end) {
+        const LaneGroup n = lane_group(base + lm.groups_per_block, tr.end);
+        if (n.active) {
+          next_word = load_param_word(slot + a.codes_bytes, n.grp - lg_base, symmetric);
+          next_codes.load(slot + (n.grp - lg_base) * group_bytes + lm.lane_in_group * Codes::kBytes);
+        }
+      }
+      if (!g.active) continue;
+      const DecodeParams dp = params_of_word(word, symmetric, BITS);
       float y[E];
       if (dp.s != dp.s) {
         // Poisoned group: every element is the scale's NaN; stored through the NaN rule.
 #pragma unroll
         for (int k = 0; k < E; ++k) y[k] = poisoned_value(dp.s);
-        store_elems<D, E>(a.out, e0, valid, out_aligned, y);
+        store_elems<D, E>(a.out, g.e0, g.valid, out_aligned, y);
       } else {
+        float q[E];
+        c.code_values(q);
 #pragma unroll
         for (int k = 0; k < E; ++k) {
-          float v = decode_finite(dp.s, dp.z, c.get(k));
+          float v = decode_finite_value(dp.s, dp.z, q[k]);
           if (a.backward) v = __fmul_rn(v, sc.unscale);  // finite times a power of two: no NaN
           y[k] = v;
         }
-        store_elems<D, E, true>(a.out, e0, valid, out_aligned, y);
+        store_elems<D, E, true>(a.out, g.e0, g.valid, out_aligned, y);
       }
     }
     __syncthreads();  // the next job's wait reuses shared state
@@ -327,8 +456,15 @@ struct OwnerStages {
   }
 };
 
+// The block's next job and whether the call may go on, shared by all its threads.
+struct JobSlot {
+  long long job;
+  int ok;
+};
+
 template <DType D, int BITS, int E, bool COMP>
 __global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : 2) owner_allreduce_kernel(CallArgs a, bool last_round) {
+  __shared__ JobSlot slot;
   const unsigned long long epoch = a.control->seq + 1;
   Scaling sc = make_scaling(0);
   bool ok = true;
@@ -337,28 +473,50 @@ __global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : 2) owne
   const int P = a.ranks;
   const long long jobs_per_step = 2LL * P - 1;
   const long long jobs = (static_cast<long long>(a.num_tiles) + 2LL * a.lag) * jobs_per_step;
-  for (long long job = blockIdx.x; ok && job < jobs; job += gridDim.x) {
+  // Jobs are taken from a queue in order (push of tile s, reduce of s - lag, tail of s - 2 lag),
+  // so a job only ever waits for jobs that some resident block on the peer already took: blocks
+  // that finish early take more work, and the kernel cannot deadlock whatever the residency.
+  // Thread 0 fetches the next index while the block runs the current job.
+  if (threadIdx.x == 0) {
+    slot.job = static_cast<long long>(atomicAdd(&a.control->next_job, 1ull));
+    slot.ok = ok ? 1 : 0;
+  }
+  __syncthreads();
+  long long job = slot.job;
+  ok = slot.ok != 0;
+  while (ok && job < jobs) {
+    unsigned long long next = 0;
+    if (threadIdx.x == 0) next = atomicAdd(&a.control->next_job, 1ull);
     const long long step = job / jobs_per_step;
     const int r = static_cast<int>(job % jobs_per_step);
+    bool job_ok = true;
     if (r < P - 1) {
       if ((a.stages & kStagePush) && step < a.num_tiles) st.push((a.rank + 1 + r) % P, static_cast<int>(step));
     } else if (r == P - 1) {
       const long long tile = step - a.lag;
-      if ((a.stages & kStageReduce) && tile >= 0 && tile < a.num_tiles) ok = st.reduce(static_cast<int>(tile));
+      if ((a.stages & kStageReduce) && tile >= 0 && tile < a.num_tiles) job_ok = st.reduce(static_cast<int>(tile));
     } else {
       const long long tile = step - 2LL * a.lag;
-      if ((a.stages & kStageTail) && tile >= 0 && tile < a.num_tiles) ok = st.tail((a.rank + 1 + (r - P)) % P, static_cast<int>(tile));
+      if ((a.stages & kStageTail) && tile >= 0 && tile < a.num_tiles) job_ok = st.tail((a.rank + 1 + (r - P)) % P, static_cast<int>(tile));
     }
-    if (load_volatile(&a.control->abort)) ok = false;
+    __syncthreads();  // every thread has read the slot and finished the job
+    if (threadIdx.x == 0) {
+      slot.job = static_cast<long long>(next);
+      slot.ok = job_ok && !load_volatile(&a.control->abort) ? 1 : 0;
+    }
+    __syncthreads();
+    job = slot.job;
+    ok = slot.ok != 0;
   }
-  // Last block out advances the epoch (device-side, so graph replays see fresh epochs) and, in
-  // the local residual mode, marks the state as no longer fresh.
+  // Last block out resets the queue, advances the epoch (device-side, so graph replays see fresh
+  // epochs) and, in the local residual mode, marks the state as no longer fresh.
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();  // this block's control writes before the done count
     const unsigned prev = atomicAdd(&a.control->done_blocks, 1u);
     if (prev == gridDim.x - 1) {
       a.control->done_blocks = 0;
+      a.control->next_job = 0;
       a.control->seq = epoch;
       if (a.round == 0) a.control->scale_exponent = sc.k;
       if (last_round) {

@@ -9,6 +9,7 @@
 #   bench-bg   the same under background peer-to-peer traffic (duty from BENCH_DUTY, default 0.5)
 #   probe      one-GPU stage timings of the owner kernel (and ncu sections on it unless PROBE_NCU=0)
 #   tune       a few pipeline depths at 1 GiB (echo4 rows only)
+#   profile    ncu stall reasons and per-instruction samples of the probe's push and reduce
 # Environment: BUILD_DIR (default build-gpu), BENCH_ARGS (extra echotk bench options).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,6 +70,21 @@ stage_probe() {
     --section MemoryWorkloadAnalysis $p 134217728 4 4 off >"$out/ncu.log" 2>&1
   note "ncu: rc=$?"
   grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Limit" "$out/ncu.log" | head -60
+}
+
+# ncu on the probe's push (launch 4) and reduce (launch 5) kernels: stall reasons and the
+# source lines that collect them (the library is built with -lineinfo).
+stage_profile() {
+  local p=$build/bin/echo_cuda_stage_probe
+  timeout 300 ncu --clock-control none -k regex:owner_allreduce --launch-skip 4 --launch-count 2 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section SourceCounters --section InstructionStats -o "$out/profile" -f \
+    $p ${PROFILE_ARGS:-134217728 4 4 off} >"$out/profile-run.log" 2>&1
+  note "ncu profile: rc=$?"
+  ncu -i "$out/profile.ncu-rep" --page details >"$out/profile-details.txt" 2>&1
+  ncu -i "$out/profile.ncu-rep" --page source --csv --print-source sass >"$out/profile-sass.csv" 2>&1 ||
+    note "ncu source page: rc=$?"
+  grep -E "Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Executed Ipc|Stall" "$out/profile-details.txt" | head -40
 }
 
 stage_sanitize() {

@@ -120,10 +120,14 @@ __device__ __forceinline__ unsigned load_param_word(const unsigned char* params,
   return __ldcg(reinterpret_cast<const unsigned*>(params) + lg);
 }
 
+// The library writes finite parameters or the poison scale 0x7E00 (zero-point 0), so only a scale
+// with an all-ones exponent needs the exact NaN conversion; the rest convert in hardware.
 __device__ __forceinline__ DecodeParams params_of_word(unsigned w, bool symmetric, int bits) {
-  if (symmetric) return {half_bits_to_float(static_cast<std::uint16_t>(w & 0xFFFFu)), static_cast<float>(1 << (bits - 1))};
-  return {half_bits_to_float(static_cast<std::uint16_t>(w & 0xFFFFu)),
-          half_bits_to_float(static_cast<std::uint16_t>(w >> 16))};
+  const std::uint16_t s_bits = static_cast<std::uint16_t>(w & 0xFFFFu);
+  if ((s_bits & 0x7C00u) == 0x7C00u) return {half_bits_to_float(s_bits), 0.0f};
+  const float s = __half2float(__ushort_as_half(s_bits));
+  if (symmetric) return {s, static_cast<float>(1 << (bits - 1))};
+  return {s, __half2float(__ushort_as_half(static_cast<std::uint16_t>(w >> 16)))};
 }
 
 __device__ __forceinline__ DecodeParams load_params(const unsigned char* params, std::size_t lg,
@@ -142,8 +146,9 @@ __device__ __forceinline__ void store_params(unsigned char* params, std::size_t 
 }
 
 __device__ __forceinline__ DecodeParams decode_params_of(const GroupMap& m, bool symmetric, int bits) {
-  return {half_bits_to_float(m.scale),
-          symmetric ? static_cast<float>(1 << (bits - 1)) : half_bits_to_float(m.zero_point)};
+  if (m.poisoned) return {half_bits_to_float(m.scale), 0.0f};
+  return {__half2float(__ushort_as_half(m.scale)),
+          symmetric ? static_cast<float>(1 << (bits - 1)) : __half2float(__ushort_as_half(m.zero_point))};
 }
 
 // Shared power-of-two factors of a backward call: scale = 2^k, unscale = 2^-k.

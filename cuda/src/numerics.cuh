@@ -88,13 +88,9 @@ __device__ __forceinline__ std::uint16_t float_to_bf16_bits(float v) {
   const unsigned bias = 0x7FFFu + ((u >> 16) & 1u);
   return static_cast<std::uint16_t>((u + bias) >> 16);
 }
-// Smallest fp16 value >= v for v >= 0 (NaN stays NaN; past 65504 gives +Inf 0x7C00).
-__device__ __forceinline__ std::uint16_t float_to_half_bits_round_up(float v) {
-  std::uint16_t h = float_to_half_bits(v);
-  if (v != v) return h;
-  if (half_bits_to_float(h) < v) ++h;
-  return h;
-}
+
+// fp16 round to nearest even of a value known not to be NaN (the hardware conversion).
+__device__ __forceinline__ std::uint16_t finite_to_half_bits(float v) { return __half_as_ushort(__float2half_rn(v)); }
 
 // Storage type of each DType and its conversions.
 template <DType D> struct Elem;
@@ -200,10 +196,10 @@ __device__ inline GroupMap make_group_map(const QuantParams& q, float mn, float 
   map.poisoned = false;
   if (sf == 0.0f) {
     map.scale = 0;
-    map.zero_point = symmetric ? float_to_half_bits(static_cast<float>(half_codes)) : 0;
+    map.zero_point = symmetric ? finite_to_half_bits(static_cast<float>(half_codes)) : 0;
     map.recip = 0.0f;
   } else {
-    std::uint16_t s_bits = float_to_half_bits_round_up(sf);
+    std::uint16_t s_bits = __half_as_ushort(__float2half_ru(sf));  // sf is finite and >= 0
     if (s_bits == 0) s_bits = 1;  // never below the smallest fp16 subnormal, 2^-24
     if (s_bits == 0x7C00) {       // the scale overflows fp16: poisoned like a non-finite group
       map.poisoned = true;
@@ -211,17 +207,17 @@ __device__ inline GroupMap make_group_map(const QuantParams& q, float mn, float 
       map.zero_point = 0;
       return map;
     }
-    const float s = half_bits_to_float(s_bits);
+    const float s = __half2float(__ushort_as_half(s_bits));
     map.scale = s_bits;
     map.recip = __frcp_rn(s);
     if (symmetric) {
-      map.zero_point = float_to_half_bits(static_cast<float>(half_codes));
+      map.zero_point = finite_to_half_bits(static_cast<float>(half_codes));
     } else {
       const float zr = __fdiv_rn(-lo, s);
       float z = zr;
       if (snap) z = rint_rn(fminf(fmaxf(zr, 0.0f), levels));
       if (z == 0.0f) z = 0.0f;  // store -0 as +0
-      map.zero_point = float_to_half_bits(z);
+      map.zero_point = finite_to_half_bits(z);  // |zr| <= 2048: finite
     }
   }
   if (symmetric) {
@@ -230,7 +226,7 @@ __device__ inline GroupMap make_group_map(const QuantParams& q, float mn, float 
     map.clip_hi = static_cast<float>(half_codes - 1);
     map.code_shift = static_cast<float>(half_codes);
   } else {
-    map.zero_add = half_bits_to_float(map.zero_point);
+    map.zero_add = __half2float(__ushort_as_half(map.zero_point));
     map.clip_lo = 0.0f;
     map.clip_hi = levels;
     map.code_shift = 0.0f;

@@ -115,11 +115,9 @@ template <DType D, int BITS, int E, bool COMP>
 struct OwnerStages {
   using Codes = PackedCodes<BITS, E>;
   using Input = InputWords<D, E>;
-  // Register budget: the uncompensated 16-element variants load the next iteration's input ahead
-  // and four peers' codes at once; the others (state registers or 32 elements per lane) would
-  // spill, so they load as they go.
+  // Register budget: the uncompensated 16-element variants load the next iteration's input ahead;
+  // the others (state registers or 32 elements per lane) would spill, so they load as they go.
   static constexpr bool kPrefetch = !COMP && E == 16;
-  static constexpr int kPeerBatch = kPrefetch ? 4 : 1;
   const CallArgs& a;
   unsigned long long epoch;
   Scaling sc;
@@ -173,6 +171,10 @@ struct OwnerStages {
     const float magic = encode_magic(map);
 #pragma unroll
     for (int k = 0; k < E; ++k) bits[k] = encode_bits(map, magic, v[k]);
+    if (!map.poisoned && valid == E) {
+      codes.pack(bits);
+      return;
+    }
     unsigned b[E];
 #pragma unroll
     for (int k = 0; k < E; ++k) b[k] = (map.poisoned || k >= valid) ? 0u : bits[k];
@@ -238,53 +240,52 @@ struct OwnerStages {
     block_post_flag(flag_at(a.peer_base[dest], a.layout.push_flags_offset, a.rank, tile), epoch);
   }
 
+  // Codes and parameter word of peer r's copy of a lane (loaded before they are decoded).
+  __device__ __forceinline__ void load_copy(int r, std::size_t lg, Codes& c, unsigned& w) const {
+    const unsigned char* slot = reinterpret_cast<const unsigned char*>(a.peer_base[a.rank]) +
+                                a.layout.recv_offset + static_cast<std::size_t>(r) * a.layout.slot_bytes;
+    w = load_param_word(slot + a.codes_bytes, lg, symmetric);
+    c.load(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
+  }
+
   // The owner's fp32 sum of one lane in rank order: the received copies dequantized, its own
-  // values unquantized. Peers are taken kPeerBatch at a time, their loads issued before any
-  // arithmetic.
+  // values unquantized. The next peer's codes are loaded before the current copy is decoded.
+  // -0 + v = v for every v (a NaN comes back quieted, which every later use of the sum does
+  // anyway), so starting from -0 and adding rank 0 equals starting from rank 0's copy.
   // X86: every addition with the reference's NaN results (only needed when a sum is not finite).
   template <bool X86>
   __device__ __forceinline__ void sum_copies(const LaneGroup& g, std::size_t lg, const float (&xs)[E],
                                              float (&acc)[E]) const {
-    const unsigned char* own = reinterpret_cast<const unsigned char*>(a.peer_base[a.rank]);
-    for (int r0 = 0; r0 < a.ranks; r0 += kPeerBatch) {
-      Codes cw[kPeerBatch];
-      unsigned pw[kPeerBatch];
 #pragma unroll
-      for (int j = 0; j < kPeerBatch; ++j) {
-        const int r = r0 + j;
-        pw[j] = 0u;
-        cw[j].clear();
-        if (r < a.ranks && r != a.rank && g.active) {
-          const unsigned char* slot = own + a.layout.recv_offset + static_cast<std::size_t>(r) * a.layout.slot_bytes;
-          pw[j] = load_param_word(slot + a.codes_bytes, lg, symmetric);
-          cw[j].load(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
-        }
+    for (int k = 0; k < E; ++k) acc[k] = -0.0f;
+    Codes next_codes;
+    unsigned next_word = 0u;
+    int r_next = a.rank == 0 ? 1 : 0;
+    if (g.active) load_copy(r_next, lg, next_codes, next_word);
+    for (int r = 0; r < a.ranks; ++r) {
+      if (r == a.rank) {
+#pragma unroll
+        for (int k = 0; k < E; ++k) acc[k] = X86 ? fadd(acc[k], xs[k]) : __fadd_rn(acc[k], xs[k]);
+        continue;
       }
+      const Codes c = next_codes;
+      const unsigned word = next_word;
+      r_next = r + 1 == a.rank ? r + 2 : r + 1;
+      if (g.active && r_next < a.ranks) load_copy(r_next, lg, next_codes, next_word);
+      if (!g.active) continue;
+      const DecodeParams dp = params_of_word(word, symmetric, BITS);
+      if (dp.s != dp.s) {
+        const float nan = poisoned_value(dp.s);
 #pragma unroll
-      for (int j = 0; j < kPeerBatch; ++j) {
-        const int r = r0 + j;
-        if (r >= a.ranks) break;
-        float v[E];
-        if (r == a.rank) {
+        for (int k = 0; k < E; ++k) acc[k] = X86 ? fadd(acc[k], nan) : __fadd_rn(acc[k], nan);
+      } else {
+        float q[E];
+        c.code_values(q);
 #pragma unroll
-          for (int k = 0; k < E; ++k) v[k] = xs[k];
-        } else if (g.active) {
-          const DecodeParams dp = params_of_word(pw[j], symmetric, BITS);
-          if (dp.s != dp.s) {
-#pragma unroll
-            for (int k = 0; k < E; ++k) v[k] = poisoned_value(dp.s);
-          } else {
-            float q[E];
-            cw[j].code_values(q);
-#pragma unroll
-            for (int k = 0; k < E; ++k) v[k] = decode_finite_value(dp.s, dp.z, q[k]);
-          }
-        } else {
-#pragma unroll
-          for (int k = 0; k < E; ++k) v[k] = 0.0f;
+        for (int k = 0; k < E; ++k) {
+          const float v = decode_finite_value(dp.s, dp.z, q[k]);
+          acc[k] = X86 ? fadd(acc[k], v) : __fadd_rn(acc[k], v);
         }
-#pragma unroll
-        for (int k = 0; k < E; ++k) acc[k] = r == 0 ? v[k] : (X86 ? fadd(acc[k], v[k]) : __fadd_rn(acc[k], v[k]));
       }
     }
   }
@@ -342,7 +343,7 @@ struct OwnerStages {
       quantize_lane(map, acc, g.valid, bits, codes);
       // NCCL: only the own slot; ncclAllGather delivers it to the peers.
       for (int r = a.nccl ? 0 : 1; r < (a.nccl ? 1 : a.ranks); ++r) {
-        const int peer = (a.rank + r) % a.ranks;
+        const int peer = a.rank + r < a.ranks ? a.rank + r : a.rank + r - a.ranks;
         unsigned char* slot = reinterpret_cast<unsigned char*>(a.peer_base[peer]) + a.layout.gather_offset +
                               static_cast<std::size_t>(a.rank) * a.layout.slot_bytes;
         codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);

@@ -10,6 +10,22 @@ namespace echo::cuda::device {
 
 // c and x' = x + c (docs/numerics.md 6). `fresh`: the state was just reset, c = 0 and x' = x
 // exactly (x + 0 would turn -0 into +0), as the reference does for an empty state.
+// Every step is an fmul or fadd, so a NaN anywhere reaches the result: plain operations give the
+// reference's values unless the result is NaN, and only then is the element redone with the x86
+// NaN rules.
+template <bool X86>
+__device__ __forceinline__ float compensated_value(const CompensatorArgs& c, float m1, float m2, float x) {
+  float corr;
+  if (c.mode == CompensatorMode::kSingle) {
+    corr = X86 ? fmul(c.eta, m1) : __fmul_rn(c.eta, m1);
+  } else if (X86) {
+    corr = fmul(c.eta, fadd(fmul(c.a, m1), fmul(c.oa, m2)));
+  } else {
+    corr = __fmul_rn(c.eta, __fadd_rn(__fmul_rn(c.a, m1), __fmul_rn(c.oa, m2)));
+  }
+  return X86 ? fadd(x, corr) : __fadd_rn(x, corr);
+}
+
 template <int E>
 __device__ __forceinline__ void apply_compensation(const CompensatorArgs& c, bool fresh,
                                                    const float (&m1)[E], const float (&m2)[E],
@@ -17,29 +33,34 @@ __device__ __forceinline__ void apply_compensation(const CompensatorArgs& c, boo
   if (c.mode == CompensatorMode::kOff || fresh) return;
 #pragma unroll
   for (int k = 0; k < E; ++k) {
-    float corr;
-    if (c.mode == CompensatorMode::kSingle) {
-      corr = fmul(c.eta, m1[k]);
-    } else {
-      const float slow = fmul(c.a, m1[k]);
-      const float fast = fmul(c.oa, m2[k]);
-      corr = fmul(c.eta, fadd(slow, fast));
-    }
-    x[k] = fadd(x[k], corr);
+    float y = compensated_value<false>(c, m1[k], m2[k], x[k]);
+    if (y != y) y = compensated_value<true>(c, m1[k], m2[k], x[k]);
+    x[k] = y;
   }
 }
 
-// m_j = beta_j * m_j + (1 - beta_j) * u, in place.
+// m_j = beta_j * m_j + (1 - beta_j) * u (NaN handling as in apply_compensation).
+template <bool X86>
+__device__ __forceinline__ float ema(float beta, float m, float one_minus_beta, float u) {
+  return X86 ? fadd(fmul(beta, m), fmul(one_minus_beta, u))
+             : __fadd_rn(__fmul_rn(beta, m), __fmul_rn(one_minus_beta, u));
+}
+
 template <int E>
 __device__ __forceinline__ void update_state(const CompensatorArgs& c, const float (&u)[E],
                                              float (&m1)[E], float (&m2)[E]) {
+  const bool single = c.mode == CompensatorMode::kSingle;
+  const float b1 = single ? c.beta : c.beta1;
+  const float ob1 = single ? c.ob : c.ob1;
 #pragma unroll
   for (int k = 0; k < E; ++k) {
-    if (c.mode == CompensatorMode::kSingle) {
-      m1[k] = fadd(fmul(c.beta, m1[k]), fmul(c.ob, u[k]));
-    } else {
-      m1[k] = fadd(fmul(c.beta1, m1[k]), fmul(c.ob1, u[k]));
-      m2[k] = fadd(fmul(c.beta2, m2[k]), fmul(c.ob2, u[k]));
+    float n1 = ema<false>(b1, m1[k], ob1, u[k]);
+    if (n1 != n1) n1 = ema<true>(b1, m1[k], ob1, u[k]);
+    m1[k] = n1;
+    if (!single) {
+      float n2 = ema<false>(c.beta2, m2[k], c.ob2, u[k]);
+      if (n2 != n2) n2 = ema<true>(c.beta2, m2[k], c.ob2, u[k]);
+      m2[k] = n2;
     }
   }
 }

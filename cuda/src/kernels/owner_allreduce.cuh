@@ -115,9 +115,11 @@ template <DType D, int BITS, int E, bool COMP>
 struct OwnerStages {
   using Codes = PackedCodes<BITS, E>;
   using Input = InputWords<D, E>;
-  // Register budget: the uncompensated 16-element variants load the next iteration's input ahead;
-  // the others (state registers or 32 elements per lane) would spill, so they load as they go.
+  // Register budget: the uncompensated 16-element variants load the next iteration's input ahead
+  // and four peers' codes at once; the others (state registers or 32 elements per lane) would
+  // spill, so they load as they go.
   static constexpr bool kPrefetch = !COMP && E == 16;
+  static constexpr int kPeerBatch = kPrefetch ? 4 : 1;
   const CallArgs& a;
   unsigned long long epoch;
   Scaling sc;
@@ -249,42 +251,46 @@ struct OwnerStages {
   }
 
   // The owner's fp32 sum of one lane in rank order: the received copies dequantized, its own
-  // values unquantized. The next peer's codes are loaded before the current copy is decoded.
-  // -0 + v = v for every v (a NaN comes back quieted, which every later use of the sum does
-  // anyway), so starting from -0 and adding rank 0 equals starting from rank 0's copy.
+  // values unquantized. Peers are taken kPeerBatch at a time, the batch's loads issued before any
+  // arithmetic. -0 + v = v for every v (a NaN comes back quieted, which every later use of the sum
+  // does anyway), so starting from -0 and adding rank 0 equals starting from rank 0's copy.
   // X86: every addition with the reference's NaN results (only needed when a sum is not finite).
   template <bool X86>
   __device__ __forceinline__ void sum_copies(const LaneGroup& g, std::size_t lg, const float (&xs)[E],
                                              float (&acc)[E]) const {
 #pragma unroll
     for (int k = 0; k < E; ++k) acc[k] = -0.0f;
-    Codes next_codes;
-    unsigned next_word = 0u;
-    int r_next = a.rank == 0 ? 1 : 0;
-    if (g.active) load_copy(r_next, lg, next_codes, next_word);
-    for (int r = 0; r < a.ranks; ++r) {
-      if (r == a.rank) {
+    for (int r0 = 0; r0 < a.ranks; r0 += kPeerBatch) {
+      Codes cw[kPeerBatch];
+      unsigned pw[kPeerBatch];
 #pragma unroll
-        for (int k = 0; k < E; ++k) acc[k] = X86 ? fadd(acc[k], xs[k]) : __fadd_rn(acc[k], xs[k]);
-        continue;
+      for (int j = 0; j < kPeerBatch; ++j) {
+        const int r = r0 + j;
+        if (g.active && r < a.ranks && r != a.rank) load_copy(r, lg, cw[j], pw[j]);
       }
-      const Codes c = next_codes;
-      const unsigned word = next_word;
-      r_next = r + 1 == a.rank ? r + 2 : r + 1;
-      if (g.active && r_next < a.ranks) load_copy(r_next, lg, next_codes, next_word);
-      if (!g.active) continue;
-      const DecodeParams dp = params_of_word(word, symmetric, BITS);
-      if (dp.s != dp.s) {
-        const float nan = poisoned_value(dp.s);
 #pragma unroll
-        for (int k = 0; k < E; ++k) acc[k] = X86 ? fadd(acc[k], nan) : __fadd_rn(acc[k], nan);
-      } else {
-        float q[E];
-        c.code_values(q);
+      for (int j = 0; j < kPeerBatch; ++j) {
+        const int r = r0 + j;
+        if (r >= a.ranks) break;
+        if (r == a.rank) {
 #pragma unroll
-        for (int k = 0; k < E; ++k) {
-          const float v = decode_finite_value(dp.s, dp.z, q[k]);
-          acc[k] = X86 ? fadd(acc[k], v) : __fadd_rn(acc[k], v);
+          for (int k = 0; k < E; ++k) acc[k] = X86 ? fadd(acc[k], xs[k]) : __fadd_rn(acc[k], xs[k]);
+          continue;
+        }
+        if (!g.active) continue;
+        const DecodeParams dp = params_of_word(pw[j], symmetric, BITS);
+        if (dp.s != dp.s) {
+          const float nan = poisoned_value(dp.s);
+#pragma unroll
+          for (int k = 0; k < E; ++k) acc[k] = X86 ? fadd(acc[k], nan) : __fadd_rn(acc[k], nan);
+        } else {
+          float q[E];
+          cw[j].code_values(q);
+#pragma unroll
+          for (int k = 0; k < E; ++k) {
+            const float v = decode_finite_value(dp.s, dp.z, q[k]);
+            acc[k] = X86 ? fadd(acc[k], v) : __fadd_rn(acc[k], v);
+          }
         }
       }
     }

@@ -18,7 +18,7 @@ namespace {
 
 std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
-constexpr int kDefaultTilesPerWave = 16;
+constexpr int kDefaultTilesPerWave = 32;  // measured at 1 GiB: 4, 8, 16, 32 -> 32 fastest (docs/performance.md)
 
 Status validate_call(const Communicator* comm, std::size_t count, const AllReduceSpec& spec,
                      const CompensatorBuffers* state) {
@@ -63,7 +63,7 @@ const Schedule& schedule_for(Communicator* comm, const AllReduceSpec& spec, std:
   const int g = spec.quant.group;
   const std::size_t gb = static_cast<std::size_t>(g) * spec.quant.bits / 8;
   const std::size_t pb = spec.quant.param_bytes();
-  const int e = lane_elements(spec.quant.bits, g);
+  const int e = lane_elements(spec.quant.bits, g, comp);
   const int groups_per_iter = (32 / (g / e)) * kWarpsPerBlock;
   // Slot capacity in whole block iterations, leaving room to align the parameter region.
   std::size_t cap = (comm->layout.slot_bytes - 256) / (gb + pb);

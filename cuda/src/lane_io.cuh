@@ -159,9 +159,11 @@ struct PackedCodes {
       for (int i = 0; i < kWords / 4; ++i) {
         reinterpret_cast<uint4*>(dst)[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
       }
-    } else {
-      static_assert(kWords == 2, "lane codes are 8 or 16k bytes");
+    } else if constexpr (kWords == 2) {
       *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+    } else {
+      static_assert(kWords == 1, "lane codes are 4, 8 or 16k bytes");
+      *reinterpret_cast<unsigned*>(dst) = w[0];
     }
   }
   // Loads of data a peer wrote in this kernel: .cg skips the non-coherent L1.
@@ -172,9 +174,11 @@ struct PackedCodes {
         const uint4 u = __ldcg(reinterpret_cast<const uint4*>(src) + i);
         w[4 * i] = u.x; w[4 * i + 1] = u.y; w[4 * i + 2] = u.z; w[4 * i + 3] = u.w;
       }
-    } else {
+    } else if constexpr (kWords == 2) {
       const uint2 u = __ldcg(reinterpret_cast<const uint2*>(src));
       w[0] = u.x; w[1] = u.y;
+    } else {
+      w[0] = __ldcg(reinterpret_cast<const unsigned*>(src));
     }
   }
 };

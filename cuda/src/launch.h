@@ -7,8 +7,8 @@
 
 namespace echo::cuda {
 
-// Elements per thread of the quantizing stages for a bit width and group size.
-int lane_elements(int bits, int group);
+// Elements per thread of the quantizing stages for a bit width, group size and compensator.
+int lane_elements(int bits, int group, bool comp);
 // Resident blocks per multiprocessor of the owner kernel variant for this call shape.
 int owner_allreduce_blocks_per_sm(DType dtype, int bits, int group, bool comp);
 int exact_allreduce_max_blocks_per_sm();

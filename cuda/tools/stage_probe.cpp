@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   // Same tiling rule as the communicator (schedule_for).
   AllReduceSpec spec;
   spec.quant.bits = bits;
-  const int e = lane_elements(bits, 128);
+  const int e = lane_elements(bits, 128, comp);
   const int gpi = (32 / (128 / e)) * kWarpsPerBlock;
   const std::size_t gb = 128 * bits / 8;
   std::size_t cap = (c.layout.slot_bytes - 256) / (gb + 4) / gpi * gpi;
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   const int per_sm = owner_allreduce_blocks_per_sm(DType::kBFloat16, bits, 128, comp);
   const int resident = c.sm_count * per_sm;
   const int per_wave = std::max(1, resident / (2 * P - 1));
-  const int tpw = opt.tiles_per_wave > 0 ? opt.tiles_per_wave : 16;
+  const int tpw = opt.tiles_per_wave > 0 ? opt.tiles_per_wave : 32;  // the communicator's default
   std::size_t tg = (round_groups + per_wave * tpw - 1) / (per_wave * tpw);
   tg = std::max<std::size_t>(gpi, (tg + gpi - 1) / gpi * gpi);
   a.round_groups = round_groups;

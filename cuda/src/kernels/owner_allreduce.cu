@@ -21,10 +21,13 @@ cudaError_t owner_allreduce_preload() {
   return e;
 }
 
-int lane_elements(int bits, int group) {
+int lane_elements(int bits, int group, bool comp) {
   // 16 elements per lane (8 or 16 bytes of codes, whole sectors per warp access) leaves room for
   // two resident blocks per multiprocessor; a 1024-element group needs 32 to fit in one warp.
+  // With the compensator, the state occupies registers as well: 8 elements per lane (groups up
+  // to 256) keep more warps resident to hide the state's loads.
   (void)bits;
+  if (comp && group <= 256) return 8;
   return group / 16 > 32 ? 32 : 16;
 }
 

@@ -470,7 +470,7 @@ struct JobSlot {
 };
 
 template <DType D, int BITS, int E, bool COMP>
-__global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : 2) owner_allreduce_kernel(CallArgs a, bool last_round) {
+__global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : (E == 8 ? 3 : 2)) owner_allreduce_kernel(CallArgs a, bool last_round) {
   __shared__ JobSlot slot;
   const unsigned long long epoch = a.control->seq + 1;
   Scaling sc = make_scaling(0);
@@ -534,43 +534,40 @@ __global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : 2) owne
   }
 }
 
-template <DType D, int BITS, int E>
-cudaError_t launch_typed(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
-  if (a.comp.mode == CompensatorMode::kOff) {
-    owner_allreduce_kernel<D, BITS, E, false><<<grid, kBlockThreads, 0, stream>>>(a, last_round);
-  } else {
-    owner_allreduce_kernel<D, BITS, E, true><<<grid, kBlockThreads, 0, stream>>>(a, last_round);
-  }
+template <DType D, int BITS, int E, bool COMP>
+cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
+  owner_allreduce_kernel<D, BITS, E, COMP><<<grid, kBlockThreads, 0, stream>>>(a, last_round);
   return cudaGetLastError();
 }
 
+// The kernel variant of a call shape: (bits, elements per lane, compensator); lane_elements()
+// picks 8 only with the compensator, so the 8-element variants exist only with COMP.
+#define ECHO_OWNER_VARIANTS(X, D)                                                              \
+  X(D, 4, 32, false) X(D, 4, 32, true) X(D, 4, 16, false) X(D, 4, 16, true) X(D, 4, 8, true)   \
+  X(D, 8, 32, false) X(D, 8, 32, true) X(D, 8, 16, false) X(D, 8, 16, true) X(D, 8, 8, true)
+
 template <DType D>
 cudaError_t launch_dtype(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
-  const int e = lane_elements(a.bits, a.group);
-  if (a.bits == 4) {
-    return e == 32 ? launch_typed<D, 4, 32>(a, last_round, grid, stream)
-                   : launch_typed<D, 4, 16>(a, last_round, grid, stream);
-  }
-  return e == 32 ? launch_typed<D, 8, 32>(a, last_round, grid, stream)
-                 : launch_typed<D, 8, 16>(a, last_round, grid, stream);
+  const bool comp = a.comp.mode != CompensatorMode::kOff;
+  const int e = lane_elements(a.bits, a.group, comp);
+#define ECHO_LAUNCH(DD, B, EE, C) \
+  if (a.bits == B && e == EE && comp == C) return launch_variant<DD, B, EE, C>(a, last_round, grid, stream);
+  ECHO_OWNER_VARIANTS(ECHO_LAUNCH, D)
+#undef ECHO_LAUNCH
+  return cudaErrorInvalidValue;
 }
 
 // Resident blocks per multiprocessor of the variant a call of this shape launches.
 template <DType D>
 int blocks_per_sm_dtype(int bits, int group, bool comp) {
   const void* fn = nullptr;
-  const int e = lane_elements(bits, group);
-#define ECHO_PICK(B, EE)                                                                      \
-  fn = comp ? reinterpret_cast<const void*>(owner_allreduce_kernel<D, B, EE, true>)          \
-            : reinterpret_cast<const void*>(owner_allreduce_kernel<D, B, EE, false>)
-  if (bits == 4) {
-    if (e == 32) ECHO_PICK(4, 32); else ECHO_PICK(4, 16);
-  } else {
-    if (e == 32) ECHO_PICK(8, 32); else ECHO_PICK(8, 16);
-  }
+  const int e = lane_elements(bits, group, comp);
+#define ECHO_PICK(DD, B, EE, C) \
+  if (bits == B && e == EE && comp == C) fn = reinterpret_cast<const void*>(owner_allreduce_kernel<DD, B, EE, C>);
+  ECHO_OWNER_VARIANTS(ECHO_PICK, D)
 #undef ECHO_PICK
   int n = 1;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kBlockThreads, 0) != cudaSuccess) {
+  if (fn == nullptr || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kBlockThreads, 0) != cudaSuccess) {
     (void)cudaGetLastError();
     n = 1;
   }
@@ -581,20 +578,18 @@ int blocks_per_sm_dtype(int bits, int group, bool comp) {
 template <DType D>
 cudaError_t preload_dtype() {
   const void* fns[] = {
-      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 4, 32, false>),
-      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 4, 32, true>),
-      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 4, 16, false>),
-      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 4, 16, true>),
-      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 8, 32, false>),
-      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 8, 32, true>),
-      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 8, 16, false>),
-      reinterpret_cast<const void*>(owner_allreduce_kernel<D, 8, 16, true>)};
+#define ECHO_FN(DD, B, EE, C) reinterpret_cast<const void*>(owner_allreduce_kernel<DD, B, EE, C>),
+      ECHO_OWNER_VARIANTS(ECHO_FN, D)
+#undef ECHO_FN
+  };
   for (const void* fn : fns) {
     cudaFuncAttributes attr;
     if (const cudaError_t e = cudaFuncGetAttributes(&attr, fn); e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }
+
+#undef ECHO_OWNER_VARIANTS
 
 }  // namespace owner_detail
 }  // namespace echo::cuda

@@ -216,4 +216,25 @@ __device__ __forceinline__ void finish_report(Control* c, unsigned long long epo
   c->exact_path = exact;
 }
 
+// Epilogue of a main-kernel launch, run by every block: the last block out resets the job queue,
+// advances the epoch (device-side, so graph replays see fresh epochs), records the backward
+// exponent, and on the call's last launch publishes the report and, when asked, marks the
+// compensator state as no longer fresh.
+__device__ __forceinline__ void finish_launch(const CallArgs& a, unsigned long long epoch, int scale_k,
+                                              bool last_round, int exact, bool clear_fresh) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  __threadfence();  // this block's control writes before the done count
+  const unsigned prev = atomicAdd(&a.control->done_blocks, 1u);
+  if (prev != gridDim.x - 1) return;
+  a.control->done_blocks = 0;
+  a.control->next_job = 0;
+  a.control->seq = epoch;
+  if (a.round == 0) a.control->scale_exponent = scale_k;
+  if (last_round) {
+    finish_report(a.control, epoch, a.round, exact);
+    if (clear_fresh) *a.comp.fresh = 0;
+  }
+}
+
 }  // namespace echo::cuda::device

@@ -200,21 +200,8 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
     __syncthreads();
   }
 
-  // Last block out advances the epoch and records the path taken.
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();  // this block's control writes before the done count
-    const unsigned prev = atomicAdd(&a.control->done_blocks, 1u);
-    if (prev == gridDim.x - 1) {
-      a.control->done_blocks = 0;
-      a.control->seq = epoch;
-      if (a.round == 0) a.control->scale_exponent = sc.k;
-      if (last_round) {
-        finish_report(a.control, epoch, a.round, 1);
-        if (a.comp.mode != CompensatorMode::kOff) *a.comp.fresh = 0;
-      }
-    }
-  }
+  // The exact path updates the state in every compensated mode.
+  finish_launch(a, epoch, sc.k, last_round, 1, a.comp.mode != CompensatorMode::kOff);
 }
 
 }  // namespace

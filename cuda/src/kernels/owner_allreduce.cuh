@@ -515,23 +515,9 @@ __global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : (E == 8
     job = slot.job;
     ok = slot.ok != 0;
   }
-  // Last block out resets the queue, advances the epoch (device-side, so graph replays see fresh
-  // epochs) and, in the local residual mode, marks the state as no longer fresh.
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();  // this block's control writes before the done count
-    const unsigned prev = atomicAdd(&a.control->done_blocks, 1u);
-    if (prev == gridDim.x - 1) {
-      a.control->done_blocks = 0;
-      a.control->next_job = 0;
-      a.control->seq = epoch;
-      if (a.round == 0) a.control->scale_exponent = sc.k;
-      if (last_round) {
-        finish_report(a.control, epoch, a.round, 0);
-        if (a.comp.mode != CompensatorMode::kOff && a.comp.residual == ResidualMode::kLocal) *a.comp.fresh = 0;
-      }
-    }
-  }
+  // In the local residual mode the state was updated inside this call: it is no longer fresh.
+  finish_launch(a, epoch, sc.k, last_round, 0,
+                a.comp.mode != CompensatorMode::kOff && a.comp.residual == ResidualMode::kLocal);
 }
 
 template <DType D, int BITS, int E, bool COMP>

@@ -10,9 +10,10 @@
 //          owner dequantizes its own output from the same codes
 //   tail   wait for owner j's gather flag of a tile, dequantize, write the output
 // Jobs are ordered in steps (push of tile s, reduce of tile s - lag, tail of tile s - 2 lag), the
-// same order on every rank, and each block takes every gridDim-th job in that order. A job waits
-// only for jobs of earlier steps on other ranks, so with every block resident the kernel cannot
-// deadlock, and tiles of different stages overlap (quantization hides behind transfers).
+// same order on every rank, and blocks take them from a per-rank queue in that order (one atomic
+// per job). A job waits only for jobs of earlier steps on other ranks, which some resident block
+// there has already taken, so the kernel cannot deadlock whatever the residency, and tiles of
+// different stages overlap (quantization hides behind transfers).
 #pragma once
 
 #include "kernel_args.h"

@@ -151,10 +151,6 @@ __device__ __forceinline__ DecodeParams params_of_word(unsigned w, bool symmetri
   return {s, __half2float(__ushort_as_half(static_cast<std::uint16_t>(w >> 16)))};
 }
 
-__device__ __forceinline__ DecodeParams load_params(const unsigned char* params, std::size_t lg,
-                                                    bool symmetric, int bits) {
-  return params_of_word(load_param_word(params, lg, symmetric), symmetric, bits);
-}
 
 __device__ __forceinline__ void store_params(unsigned char* params, std::size_t lg, bool symmetric,
                                              const GroupMap& m) {

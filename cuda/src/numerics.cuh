@@ -236,8 +236,7 @@ __device__ inline GroupMap make_group_map(const QuantParams& q, float mn, float 
 
 // 1.5 * 2^23: adding it rounds a float of magnitude below 2^22 to an integer, ties to even, and
 // leaves that integer in the low mantissa bits (the reference's rint, without a conversion unit).
-inline constexpr float kRintMagic = 12582912.0f;
-inline constexpr unsigned kRintMagicBits = 0x4B400000u;
+inline constexpr float kRintMagic = 12582912.0f;  // bits 0x4B400000
 
 // The magic constant of a group map: 1.5 * 2^23 plus the code offset (2^(b-1) for the symmetric
 // quantizer, 0 otherwise). The offset is even, so fp32(t + magic) = magic + rint_even(t) for
@@ -256,11 +255,6 @@ __device__ __forceinline__ unsigned encode_bits(const GroupMap& m, float magic, 
   return __float_as_uint(__fadd_rn(t, magic));
 }
 
-// Code of one element (0 for poisoned groups, as the reference writes).
-__device__ __forceinline__ unsigned encode(const GroupMap& m, float x) {
-  if (m.poisoned) return 0u;
-  return encode_bits(m, encode_magic(m), x) & 0xFFu;
-}
 
 // float(q) for a code q < 2^23 without a conversion instruction: 2^23 + q is exact.
 __device__ __forceinline__ float code_to_float(unsigned code) {

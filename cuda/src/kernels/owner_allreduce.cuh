@@ -153,6 +153,31 @@ struct OwnerStages {
     return g;
   }
 
+  // The input words of the block iteration at `base` of a tile ending at `end`: with prefetching,
+  // the ones `next` already holds (and `next` is reloaded for the following iteration); without,
+  // loaded now. `next` starts with first_input().
+  __device__ __forceinline__ Input first_input(const TileRange& tr) const {
+    Input in;
+    if (kPrefetch) in.load(a.in, lane_group(tr.first, tr.end), in_aligned);
+    return in;
+  }
+  __device__ __forceinline__ Input take_input(std::size_t base, std::size_t end, const LaneGroup& g,
+                                              Input& next) const {
+    Input cur = next;
+    if (!kPrefetch) {
+      cur.load(a.in, g, in_aligned);
+    } else if (base + lm.groups_per_block < end) {
+      next.load(a.in, lane_group(base + lm.groups_per_block, end), in_aligned);
+    }
+    return cur;
+  }
+
+  // Values the quantizer sees: x' times 2^k in backward mode, x' itself otherwise.
+  __device__ __forceinline__ void scaled(const float (&x)[E], float (&xs)[E]) const {
+#pragma unroll
+    for (int k = 0; k < E; ++k) xs[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
+  }
+
   // x' of a lane (gradient units) with the state it was formed from; also the global-mode stash
   // and the optional x' output.
   __device__ void entry(const LaneGroup& g, const Input& in, float (&x)[E], float (&m1)[E], float (&m2)[E]) {
@@ -198,21 +223,14 @@ struct OwnerStages {
                      static_cast<std::size_t>(a.rank) * a.layout.slot_bytes;
     unsigned char* params = slot + a.codes_bytes;
     const QuantParams qp{BITS, a.kind};
-    Input next;
-    if (kPrefetch) next.load(a.in, lane_group(tr.first, tr.end), in_aligned);
+    Input next = first_input(tr);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block) {
       const LaneGroup g = lane_group(base, tr.end);
-      Input cur = next;
-      if (!kPrefetch) {
-        cur.load(a.in, g, in_aligned);
-      } else if (base + lm.groups_per_block < tr.end) {
-        next.load(a.in, lane_group(base + lm.groups_per_block, tr.end), in_aligned);
-      }
+      const Input cur = take_input(base, tr.end, g, next);
       float x[E], m1[E], m2[E];
       entry(g, cur, x, m1, m2);
       float xs[E];
-#pragma unroll
-      for (int k = 0; k < E; ++k) xs[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
+      scaled(x, xs);
       const GroupStats st = group_stats<E>(xs, g.valid, lm.lanes_per_group);
       if (!g.active) continue;
       const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
@@ -312,22 +330,15 @@ struct OwnerStages {
     const std::size_t seg_first = static_cast<std::size_t>(a.rank) * a.groups_per_segment;
     const QuantParams qp{BITS, a.kind};
     unsigned long long poisoned = 0;
-    Input next;
-    if (kPrefetch) next.load(a.in, lane_group(tr.first, tr.end), in_aligned);
+    Input next = first_input(tr);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block) {
       const LaneGroup g = lane_group(base, tr.end);
-      Input cur = next;
-      if (!kPrefetch) {
-        cur.load(a.in, g, in_aligned);
-      } else if (base + lm.groups_per_block < tr.end) {
-        next.load(a.in, lane_group(base + lm.groups_per_block, tr.end), in_aligned);
-      }
+      const Input cur = take_input(base, tr.end, g, next);
       const std::size_t lg = g.grp - seg_first - a.round_group_begin;
       float x[E], m1[E], m2[E];
       entry(g, cur, x, m1, m2);
       float xs[E];
-#pragma unroll
-      for (int k = 0; k < E; ++k) xs[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
+      scaled(x, xs);
       // fp32 sum in rank order; the owner's own copy is never quantized. Plain adds: in a group
       // whose sum is finite no NaN arose, so they equal the reference's; a non-finite group is
       // poisoned and its sum matters only to the local residual, which then redoes the sum with

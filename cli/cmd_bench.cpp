@@ -244,7 +244,8 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count, double matmu
   spec.quant.bits = row.bits;
   spec.compensator.mode = row.mode;
   spec.compensator.residual = row.residual;
-  spec.exact_max_count = row.exact_max < 0 ? cuda::kDefaultExactMaxCount : static_cast<std::size_t>(row.exact_max);
+  spec.exact_max_count =
+      row.exact_max < 0 ? cuda::default_exact_max_count(c.P) : static_cast<std::size_t>(row.exact_max);
   if (row.nccl_baseline) {
     op = [&](int r) {
       nccl_ok(ncclAllReduce(c.in[r], c.out[r], count, ncclBfloat16, ncclSum, c.nccl[r], c.streams[r]),

@@ -104,13 +104,11 @@ WorkspaceLayout make_layout(const CommOptions& options, int ranks) {
   l.gather_offset = off;
   off += static_cast<std::size_t>(ranks) * l.slot_bytes;
   l.exact_offset = off;
-  off += align_up(2 * static_cast<std::size_t>(ranks) * l.exact_capacity * sizeof(float), 256);
+  off += align_up(2 * static_cast<std::size_t>(ranks) * (l.exact_capacity / 2) * 16, 256);
   l.push_flags_offset = off;
   off += align_up(static_cast<std::size_t>(ranks) * kMaxTilesPerRound * 8, 256);
   l.gather_flags_offset = off;
   off += align_up(static_cast<std::size_t>(ranks) * kMaxTilesPerRound * 8, 256);
-  l.exact_flags_offset = off;
-  off += align_up(static_cast<std::size_t>(ranks) * (l.exact_capacity / kExactChunk) * 8, 256);
   l.scale_words_offset = off;
   off += align_up(static_cast<std::size_t>(ranks) * 8, 256);
   l.control_offset = off;

@@ -52,24 +52,12 @@ __device__ __forceinline__ int load_volatile(const int* p) {
 }
 
 
-// Thread-level wait: spins until *flag >= epoch. On timeout records rank, tile and stage, raises
-// the abort word so the rest of the call drains quickly, and returns false (the call fails; it
-// never hangs).
-__device__ inline bool wait_flag(const WaitContext& ctx, const unsigned long long* flag,
-                                 unsigned long long epoch, Stage stage, int peer, long long tile) {
-  unsigned long long seen = load_acquire_sys(flag);
-  if (seen >= epoch) return true;
-  const unsigned long long start = globaltimer_ns();
-  for (unsigned spins = 1;; ++spins) {
-    seen = load_acquire_sys(flag);
-    if (seen >= epoch) return true;
-    if ((spins & 255u) == 0) {
-      if (load_volatile(ctx.abort)) return false;
-      if (globaltimer_ns() - start > ctx.timeout_ns) break;
-    }
-  }
+// Records a failed wait: raises the abort word so the rest of the call drains quickly, and, for
+// the first failure of the rank only, stores rank, stage, peer and tile where the host reads them
+// (mapped memory) and prints them.
+__device__ inline void report_timeout(const WaitContext& ctx, Stage stage, int peer, long long tile,
+                                      unsigned long long epoch, unsigned long long seen) {
   atomicExch(ctx.abort, 1);
-  // Only the first failure of the rank is recorded; the host reads it through mapped memory.
   if (atomicCAS(&ctx.error->code, 0, 1) == 0) {
     ctx.error->rank = ctx.rank;
     ctx.error->stage = static_cast<int>(stage);
@@ -81,7 +69,35 @@ __device__ inline bool wait_flag(const WaitContext& ctx, const unsigned long lon
     printf("echo: rank %d timed out in stage %s waiting for peer %d, tile %lld (flag %llu < %llu)\n",
            ctx.rank, stage_name(stage), peer, tile, seen, epoch);
   }
+}
+
+// Spins until ready() holds. Every 256 spins it reads the abort word (another wait of this rank
+// failed) and the clock. Returns false, after report_timeout, when ctx.timeout_ns passes; `seen()`
+// gives the value reported.
+template <typename Ready, typename Seen>
+__device__ inline bool spin_until(const WaitContext& ctx, Ready ready, Seen seen, Stage stage, int peer,
+                                  long long tile, unsigned long long epoch) {
+  if (ready()) return true;
+  const unsigned long long start = globaltimer_ns();
+  for (unsigned spins = 1;; ++spins) {
+    if (ready()) return true;
+    if ((spins & 255u) == 0) {
+      if (load_volatile(ctx.abort)) return false;
+      if (globaltimer_ns() - start > ctx.timeout_ns) break;
+    }
+  }
+  report_timeout(ctx, stage, peer, tile, epoch, seen());
   return false;
+}
+
+// Thread-level wait: spins until *flag >= epoch. On timeout records rank, tile and stage and
+// returns false (the call fails; it never hangs).
+__device__ inline bool wait_flag(const WaitContext& ctx, const unsigned long long* flag,
+                                 unsigned long long epoch, Stage stage, int peer, long long tile) {
+  unsigned long long seen = 0;
+  return spin_until(
+      ctx, [&] { return (seen = load_acquire_sys(flag)) >= epoch; }, [&] { return seen; }, stage, peer, tile,
+      epoch);
 }
 
 // Block-level wait: thread 0 spins, the barrier hands the acquired view to the whole block.

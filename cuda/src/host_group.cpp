@@ -41,7 +41,10 @@ struct RankBuffers {
 
 class HostGroupImpl final : public HostGroup {
  public:
-  HostGroupImpl(int ranks, const AllReduceSpec& spec) : ranks_(ranks), spec_(spec) {}
+  HostGroupImpl(int ranks, const AllReduceSpec& spec, std::size_t exact_capacity)
+      : ranks_(ranks), spec_(spec) {
+    if (exact_capacity != 0) options_.exact_capacity = exact_capacity;
+  }
 
   ~HostGroupImpl() override {
     for (int r = 0; r < static_cast<int>(comms_.size()); ++r) {
@@ -63,7 +66,7 @@ class HostGroupImpl final : public HostGroup {
     devices_.resize(ranks_);
     for (int r = 0; r < ranks_; ++r) devices_[r] = r % n;
     comms_.assign(ranks_, nullptr);
-    ECHO_RETURN_IF_ERROR(create_group(ranks_, devices_.data(), CommOptions{}, comms_.data()));
+    ECHO_RETURN_IF_ERROR(create_group(ranks_, devices_.data(), options_, comms_.data()));
     bufs_.resize(ranks_);
     for (int r = 0; r < ranks_; ++r) {
       ECHO_CUDA_CHECK(cudaSetDevice(devices_[r]));
@@ -209,14 +212,16 @@ class HostGroupImpl final : public HostGroup {
   std::vector<Communicator*> comms_;
   std::vector<RankBuffers> bufs_;
   std::size_t state_count_ = 0;
+  CommOptions options_;
 };
 
 }  // namespace
 
-Status HostGroup::create(int ranks, const AllReduceSpec& spec, std::unique_ptr<HostGroup>* out) {
+Status HostGroup::create(int ranks, const AllReduceSpec& spec, std::unique_ptr<HostGroup>* out,
+                         std::size_t exact_capacity) {
   if (out == nullptr) return Status(StatusCode::kInvalidArgument, "null output");
   if (Status s = spec.validate(ranks); !s.ok()) return s;
-  auto g = std::make_unique<HostGroupImpl>(ranks, spec);
+  auto g = std::make_unique<HostGroupImpl>(ranks, spec, exact_capacity);
   ECHO_RETURN_IF_ERROR(g->init());
   *out = std::move(g);
   return Status::Ok();

@@ -16,7 +16,7 @@ inline constexpr int kMaxTilesPerRound = 4096;
 inline constexpr int kStagePush = 1;
 inline constexpr int kStageReduce = 2;
 inline constexpr int kStageTail = 4;
-inline constexpr int kExactChunk = 4096;  // elements per block job of the exact path (g divides it)
+inline constexpr int kExactChunk = 1024;  // elements per block job of the exact path (g divides it)
 
 // Byte offsets inside each rank's workspace allocation.
 struct WorkspaceLayout {
@@ -24,10 +24,9 @@ struct WorkspaceLayout {
   std::size_t exact_capacity;    // elements per exact-path round
   std::size_t recv_offset;       // [P][slot_bytes]: push payload from source rank r
   std::size_t gather_offset;     // [P][slot_bytes]: gathered payload from owner r
-  std::size_t exact_offset;      // [2 parities][P][exact_capacity] fp32
+  std::size_t exact_offset;      // [2 parities][P][exact_capacity / 2] 16-byte lines
   std::size_t push_flags_offset;    // [P][kMaxTilesPerRound] u64, written by source r
   std::size_t gather_flags_offset;  // [P][kMaxTilesPerRound] u64, written by owner r
-  std::size_t exact_flags_offset;   // [P][exact_capacity / kExactChunk] u64
   std::size_t scale_words_offset;   // [P] u64: (epoch << 32) | max|x'| bits of rank r
   std::size_t control_offset;       // Control (this rank only)
   std::size_t total_bytes;

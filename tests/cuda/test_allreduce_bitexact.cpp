@@ -29,7 +29,12 @@ struct Case {
   Direction direction = Direction::kForward;
   std::size_t exact_max_count = 0;
   bool specials = false;  // NaN, +-Inf and values past the fp16 scale range in a few groups
+  std::size_t exact_capacity = 0;  // elements per exact-path round; 0: the library default
 };
+
+// A switch-over well inside the default exact-path round, so the sweeps stay quick; the library's
+// own default is checked at its boundary separately.
+constexpr std::size_t kTestExactMax = 131072;
 
 std::string describe(const Case& c, std::size_t n, int pass, int site) {
   return std::string(quantizer_name(c.kind)) + " b" + std::to_string(c.bits) + " " +
@@ -63,7 +68,7 @@ void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes
   spec.compensator.mode = c.mode;
   spec.compensator.residual = c.residual;
   std::unique_ptr<cuda::HostGroup> group;
-  const Status created = cuda::HostGroup::create(c.ranks, spec, &group);
+  const Status created = cuda::HostGroup::create(c.ranks, spec, &group, c.exact_capacity);
   BOOST_REQUIRE_MESSAGE(created.ok(), created.message());
   for (std::size_t n : sizes) {
     std::vector<CompensatorState> states(c.ranks);
@@ -176,8 +181,29 @@ BOOST_AUTO_TEST_CASE(exact_small_message_path) {
     for (CompensatorMode mode : {CompensatorMode::kOff, CompensatorMode::kDual}) {
       for (ResidualMode res : {ResidualMode::kGlobal, ResidualMode::kLocal}) {
         Case c{QuantizerKind::kZeroAware, 4, mode, res, dt, 4};
-        c.exact_max_count = cuda::kDefaultExactMaxCount;
-        check_case(c, {1, 1000, 4097, cuda::kDefaultExactMaxCount, cuda::kDefaultExactMaxCount + 1}, 2, 3);
+        c.exact_max_count = kTestExactMax;
+        check_case(c, {1, 1000, 4097, kTestExactMax, kTestExactMax + 1}, 2, 3);
+      }
+    }
+  }
+  // The library default, on both sides of its boundary.
+  for (int p : {2, 4}) {
+    Case c{QuantizerKind::kZeroAware, 4, CompensatorMode::kOff, ResidualMode::kGlobal, DType::kBFloat16, p};
+    c.exact_max_count = cuda::default_exact_max_count(p);
+    check_case(c, {c.exact_max_count, c.exact_max_count + 1}, 1, 1);
+  }
+}
+
+// Exact messages larger than one round of staging run in several launches.
+BOOST_AUTO_TEST_CASE(exact_path_in_several_rounds) {
+  if (!have_gpu()) return;
+  for (DType dt : {DType::kBFloat16, DType::kFloat32}) {
+    for (CompensatorMode mode : {CompensatorMode::kOff, CompensatorMode::kDual}) {
+      for (Direction dir : {Direction::kForward, Direction::kBackward}) {
+        Case c{QuantizerKind::kZeroAware, 4, mode, ResidualMode::kLocal, dt, 3, dir};
+        c.exact_max_count = kTestExactMax;
+        c.exact_capacity = 4096;
+        check_case(c, {4096, 4097, 3 * 4096 + 5, 50001}, 2, 2);
       }
     }
   }
@@ -186,7 +212,7 @@ BOOST_AUTO_TEST_CASE(exact_small_message_path) {
 BOOST_AUTO_TEST_CASE(backward_scaling) {
   if (!have_gpu()) return;
   for (ResidualMode res : {ResidualMode::kGlobal, ResidualMode::kLocal}) {
-    for (std::size_t exact : {std::size_t{0}, cuda::kDefaultExactMaxCount}) {
+    for (std::size_t exact : {std::size_t{0}, kTestExactMax}) {
       Case c{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, res, DType::kBFloat16, 4, Direction::kBackward};
       c.exact_max_count = exact;
       check_case(c, {1000, 300001}, 2, 3);
@@ -201,7 +227,7 @@ BOOST_AUTO_TEST_CASE(non_finite_inputs_poison_groups) {
   if (!have_gpu()) return;
   for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
     for (int p : {2, 3, 4}) {
-      for (std::size_t exact : {std::size_t{0}, cuda::kDefaultExactMaxCount}) {
+      for (std::size_t exact : {std::size_t{0}, kTestExactMax}) {
         Case c{QuantizerKind::kZeroAware, 4, CompensatorMode::kOff, ResidualMode::kGlobal, dt, p};
         c.exact_max_count = exact;
         c.specials = true;

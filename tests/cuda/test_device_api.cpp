@@ -173,7 +173,8 @@ BOOST_AUTO_TEST_CASE(ten_thousand_calls_changing_sizes) {
   opt.timeout_seconds = 20.0;
   g.create(p, opt, 0);
   AllReduceSpec spec = spec_of(DType::kBFloat16, CompensatorMode::kOff, ResidualMode::kGlobal);
-  spec.exact_max_count = cuda::kDefaultExactMaxCount;
+  const std::size_t exact = max_n / 4;
+  spec.exact_max_count = exact;
   const auto in = inputs(p, max_n, spec.dtype, 5);
   std::vector<void*> in_d(p), out_d(p);
   for (int r = 0; r < p; ++r) {
@@ -187,7 +188,7 @@ BOOST_AUTO_TEST_CASE(ten_thousand_calls_changing_sizes) {
   std::size_t n = 0;
   for (int call = 0; call < 10000; ++call) {
     // Sizes on both sides of the exact-path switch-over, with a few bits of every alignment.
-    n = 1 + rng() % (call % 3 == 0 ? max_n : cuda::kDefaultExactMaxCount * 2);
+    n = 1 + rng() % (call % 3 == 0 ? max_n : exact * 2);
     for (int r = 0; r < p; ++r) {
       TEST_OK(cuda::allreduce(g.comms[r], in_d[r], out_d[r], n, spec, nullptr, g.streams[r]));
     }

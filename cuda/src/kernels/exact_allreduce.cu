@@ -1,9 +1,20 @@
 // The exact small-message path (docs/numerics.md 4, "Exact path"): a one-shot kernel for the
-// latency-bound sizes. Every rank writes its fp32 x' into a staging slot on every rank, then every
-// rank sums the P slots in rank order and rounds once to the dtype, so all ranks agree bit for bit.
-// Staging slots alternate between two parities by epoch: a rank can run at most one call ahead of
-// a peer (it cannot finish a call without the peer's data of that call), so the slot it writes is
-// never the one the peer is still reading.
+// latency-bound sizes. Every rank sends its x' to every peer, then every rank sums the P values of
+// each element in rank order and rounds once to the dtype, so all ranks agree bit for bit.
+//
+// Transport: low-latency lines, the protocol of NCCL's LL. A 16-byte line holds two 8-byte words,
+// each a 32-bit payload and a 32-bit flag derived from the launch epoch. A line is written with one
+// 16-byte store whose 8-byte halves each become visible whole, so a reader that sees the current
+// flag in both halves also sees both payloads: no fence, no separate flag, no barrier between the
+// two ranks. The payload is x' as fp32 (two elements per line) or, when x' is the input itself
+// (forward, no compensator, 16-bit dtype), the raw 16-bit input (four elements per line); a rank's
+// own values never leave its registers.
+//
+// Staging alternates between two parities by epoch: a rank can run at most one call ahead of a
+// peer (it cannot finish a call without the peer's data of that call), so the lines it writes are
+// never the ones the peer is still reading. A reader zeroes every line it consumed, so a line holds
+// either flag 0 (never a valid flag) or data of the current or the next call of its parity: a stale
+// line can never pass for a new one, however many launches lie in between.
 #include "kernel_args.h"
 #include "lane_ops.cuh"
 #include "launch.h"
@@ -13,19 +24,45 @@ namespace {
 
 using namespace device;
 
-constexpr int kVec = 4;                                // elements per access
-constexpr int kVecsPerThread = kExactChunk / (kBlockThreads * kVec);  // 4
-static_assert(kVecsPerThread * kBlockThreads * kVec == kExactChunk, "chunk = block x 16 elements");
+constexpr int kVec = 4;  // elements per thread and chunk
+static_assert(kExactChunk == kBlockThreads * kVec, "a chunk is one block of 4-element lanes");
+static_assert(kExactChunk % kMaxGroup == 0, "every group lies inside one chunk");
 
-__device__ __forceinline__ float* staging(const CallArgs& a, int holder, int parity, int src) {
-  return reinterpret_cast<float*>(a.peer_base[holder] + a.layout.exact_offset) +
-         (static_cast<std::size_t>(parity) * a.ranks + src) * a.layout.exact_capacity;
+// Flag of a launch: never 0, the value of a zeroed line.
+__device__ __forceinline__ unsigned line_flag(unsigned long long epoch) {
+  return static_cast<unsigned>(epoch % 0xFFFFFFFFull) + 1u;
 }
 
-__device__ __forceinline__ unsigned long long* exact_flag(const CallArgs& a, int holder, int src, int chunk) {
-  const std::size_t per_src = a.layout.exact_capacity / kExactChunk;
-  return reinterpret_cast<unsigned long long*>(a.peer_base[holder] + a.layout.exact_flags_offset) +
-         static_cast<std::size_t>(src) * per_src + chunk;
+// Lines that rank `src` writes into rank `holder`'s staging for one parity: exact_capacity / 2 of
+// them (enough for fp32 payloads).
+__device__ __forceinline__ uint4* staging(const CallArgs& a, int holder, int parity, int src) {
+  return reinterpret_cast<uint4*>(a.peer_base[holder] + a.layout.exact_offset) +
+         (static_cast<std::size_t>(parity) * a.ranks + src) * (a.layout.exact_capacity / 2);
+}
+
+__device__ __forceinline__ void store_line(uint4* p, unsigned lo, unsigned hi, unsigned flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(lo), "r"(flag), "r"(hi),
+               "r"(flag)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 load_line(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+// Waits until both halves of the line carry `flag`, then zeroes the line. The payloads are v.x, v.z.
+__device__ __forceinline__ bool take_line(const CallArgs& a, uint4* p, unsigned flag, unsigned long long epoch,
+                                          int peer, long long chunk, uint4* v) {
+  const bool ok = spin_until(
+      a.wait, [&] { *v = load_line(p); return v->y == flag && v->w == flag; },
+      [&] { return static_cast<unsigned long long>(v->y); }, Stage::kExact, peer, chunk, epoch);
+  if (ok) store_line(p, 0u, 0u, 0u);
+  return ok;
 }
 
 // Four consecutive elements in the dtype <-> floats; one 8- or 16-byte access when aligned.
@@ -73,84 +110,123 @@ __device__ __forceinline__ bool aligned4(const void* p) {
   return (reinterpret_cast<std::uintptr_t>(p) & (kVec * sizeof(typename Elem<D>::T) - 1)) == 0;
 }
 
-// Thread `tid` owns the float4 slots tid, tid + 256, ... of a chunk, so each warp access covers
-// 512 contiguous bytes (whole sectors on NVLink).
+// Raw 16-bit inputs of a lane as two words (the first element in the low half), zeros past `valid`.
+template <DType D>
+__device__ __forceinline__ uint2 load4_raw(const void* base, std::size_t e0, int valid, bool aligned) {
+  static_assert(sizeof(typename Elem<D>::T) == 2, "16-bit dtypes only");
+  const std::uint16_t* p = static_cast<const std::uint16_t*>(base) + e0;
+  if (valid == kVec && aligned) return *reinterpret_cast<const uint2*>(p);
+  unsigned h[kVec];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) h[k] = k < valid ? p[k] : 0u;
+  return make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
+}
+
+// Thread t owns elements 4t .. 4t + 3 of each chunk it visits, so a warp's line stores cover 512
+// (raw payloads) or 1024 (fp32 payloads) contiguous bytes.
 template <DType D>
 __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs a, bool last_round) {
   __shared__ int group_bad[kExactChunk / kMinGroup];
   const unsigned long long epoch = a.control->seq + 1;
   const int parity = static_cast<int>(epoch & 1u);
+  const unsigned flag = line_flag(epoch);
   Scaling sc = make_scaling(0);
   bool ok = true;
   if (a.backward) ok = block_read_scaling(a, epoch - a.round, &sc);
-  const bool fresh = a.comp.mode != CompensatorMode::kOff && *a.comp.fresh != 0;
+  const bool comp = a.comp.mode != CompensatorMode::kOff;
+  const bool fresh = comp && *a.comp.fresh != 0;
+  // x' is the input itself: ship the raw 16-bit values (four per line).
+  constexpr bool k16 = sizeof(typename Elem<D>::T) == 2;
+  const bool raw = k16 && !comp && !a.backward;
   const bool in_aligned = aligned4<D>(a.in);
   const bool out_aligned = aligned4<D>(a.out);
   const int chunks = static_cast<int>((a.exact_count + kExactChunk - 1) / kExactChunk);
-  auto local_of = [&](int c, int j) {
-    return static_cast<std::size_t>(c) * kExactChunk + (static_cast<std::size_t>(j) * kBlockThreads + threadIdx.x) * kVec;
+  auto local_of = [&](int c) {
+    return static_cast<std::size_t>(c) * kExactChunk + static_cast<std::size_t>(threadIdx.x) * kVec;
   };
   auto valid_of = [&](std::size_t local) {
     if (local >= a.exact_count) return 0;
     const std::size_t left = a.exact_count - local;
     return left < static_cast<std::size_t>(kVec) ? static_cast<int>(left) : kVec;
   };
+  // x' of this rank's lane (compensated, not yet scaled); the state is left in m1, m2.
+  auto own_values = [&](std::size_t e0, int valid, float (&x)[kVec], float (&m1)[kVec], float (&m2)[kVec]) {
+    load4<D>(a.in, e0, valid, in_aligned, x);
+    load_state<kVec>(a.comp, e0, valid, m1, m2);
+    apply_compensation<kVec>(a.comp, fresh, m1, m2, x);
+  };
 
-  // Stage push: x' (scaled in backward mode) into every rank's staging slot of this rank.
+  // Send: this rank's lane to every peer, starting with the next rank so the links load evenly.
   for (int c = blockIdx.x; ok && c < chunks; c += gridDim.x) {
-#pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-      const std::size_t local = local_of(c, j);
-      const std::size_t e0 = a.exact_begin + local;
-      const int valid = valid_of(local);
-      float x[kVec], m1[kVec], m2[kVec];
-      load4<D>(a.in, e0, valid, in_aligned, x);
-      load_state<kVec>(a.comp, e0, valid, m1, m2);
-      apply_compensation<kVec>(a.comp, fresh, m1, m2, x);
-      if (a.compensated != nullptr) store_f32<kVec>(a.compensated + e0, valid, x);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) x[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
-      for (int r = 0; r < a.ranks; ++r) {
-        const int holder = (a.rank + r) % a.ranks;
-        store_f32<kVec>(staging(a, holder, parity, a.rank) + local, valid, x);
+    const std::size_t local = local_of(c);
+    const std::size_t e0 = a.exact_begin + local;
+    const int valid = valid_of(local);
+    if (valid == 0) continue;
+    unsigned w[kVec];
+    if constexpr (k16) {
+      if (raw) {
+        const uint2 u = load4_raw<D>(a.in, e0, valid, in_aligned);
+        if (a.compensated != nullptr) {
+          float x[kVec];
+          load4<D>(a.in, e0, valid, in_aligned, x);
+          store_f32<kVec>(a.compensated + e0, valid, x);
+        }
+        for (int r = 1; r < a.ranks; ++r) {
+          store_line(staging(a, (a.rank + r) % a.ranks, parity, a.rank) + local / 4, u.x, u.y, flag);
+        }
+        continue;
       }
     }
-    // Release after the barrier: every thread's staging stores precede the flag.
-    __syncthreads();
-    if (threadIdx.x < a.ranks) {
-      const int holder = (a.rank + threadIdx.x) % a.ranks;
-      store_release_sys(exact_flag(a, holder, a.rank, c), epoch);
+    float x[kVec], m1[kVec], m2[kVec];
+    own_values(e0, valid, x, m1, m2);
+    if (a.compensated != nullptr) store_f32<kVec>(a.compensated + e0, valid, x);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) w[k] = __float_as_uint(a.backward ? fmul(x[k], sc.scale) : x[k]);
+    for (int r = 1; r < a.ranks; ++r) {
+      uint4* line = staging(a, (a.rank + r) % a.ranks, parity, a.rank) + local / 2;
+      store_line(line, w[0], w[1], flag);
+      store_line(line + 1, w[2], w[3], flag);
     }
   }
 
-  // Stage reduce: the P slots in rank order, rounded once; then the compensator update.
+  // Reduce: the P values of each element in rank order, rounded once; then the compensator update.
   const std::size_t gps = a.groups_per_segment;
   const std::size_t own_begin = static_cast<std::size_t>(a.rank) * gps * a.group;
   const std::size_t own_end = static_cast<std::size_t>(a.rank + 1) * gps * a.group;
   const int groups_in_chunk = kExactChunk / a.group;
   for (int c = blockIdx.x; ok && c < chunks; c += gridDim.x) {
-    for (int r = 0; r < a.ranks && ok; ++r) {
-      ok = block_wait_flag(a.wait, exact_flag(a, a.rank, r, c), epoch, Stage::kExact, r, c);
-    }
-    if (!ok) break;
     if (threadIdx.x < groups_in_chunk) group_bad[threadIdx.x] = 0;
     __syncthreads();
-#pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-      const std::size_t local = local_of(c, j);
-      const std::size_t e0 = a.exact_begin + local;
-      const int valid = valid_of(local);
+    const std::size_t local = local_of(c);
+    const std::size_t e0 = a.exact_begin + local;
+    const int valid = valid_of(local);
+    bool mine = true;
+    if (valid > 0) {
+      float x[kVec], m1[kVec], m2[kVec];
+      own_values(e0, valid, x, m1, m2);
       float acc[kVec];
       int bad = 0;
-      for (int r = 0; r < a.ranks; ++r) {
+      for (int r = 0; r < a.ranks && mine; ++r) {
         float v[kVec];
-        const float* src = staging(a, a.rank, parity, r) + local;
-        if (valid == kVec) {
-          const float4 f = __ldcg(reinterpret_cast<const float4*>(src));
-          v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
-        } else {
+        if (r == a.rank) {
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) v[k] = k < valid ? __ldcg(src + k) : 0.0f;
+          for (int k = 0; k < kVec; ++k) v[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
+        } else if (raw) {
+          uint4 l;
+          mine = take_line(a, staging(a, a.rank, parity, r) + local / 4, flag, epoch, r, c, &l);
+          using T = typename Elem<D>::T;
+          v[0] = Elem<D>::load(static_cast<T>(l.x & 0xFFFFu));
+          v[1] = Elem<D>::load(static_cast<T>(l.x >> 16));
+          v[2] = Elem<D>::load(static_cast<T>(l.z & 0xFFFFu));
+          v[3] = Elem<D>::load(static_cast<T>(l.z >> 16));
+        } else {
+          uint4 l0, l1;
+          uint4* line = staging(a, a.rank, parity, r) + local / 2;
+          mine = take_line(a, line, flag, epoch, r, c, &l0) && take_line(a, line + 1, flag, epoch, r, c, &l1);
+          v[0] = __uint_as_float(l0.x);
+          v[1] = __uint_as_float(l0.z);
+          v[2] = __uint_as_float(l1.x);
+          v[3] = __uint_as_float(l1.z);
         }
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
@@ -158,36 +234,33 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
           acc[k] = r == 0 ? v[k] : fadd(acc[k], v[k]);
         }
       }
-      float y[kVec];
+      if (mine) {
+        float y[kVec];
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) y[k] = round_to<D>(a.backward ? fmul(acc[k], sc.unscale) : acc[k]);
-      // Poisoned groups (any non-finite x'), counted by the rank owning the group's segment.
-      if (bad) group_bad[(local - static_cast<std::size_t>(c) * kExactChunk) / a.group] = 1;
-      if (a.comp.mode != CompensatorMode::kOff) {
-        // x' again from the input and the not yet updated state (this thread's own elements, so
-        // an in-place output has not overwritten them).
-        float x[kVec], m1[kVec], m2[kVec];
-        load4<D>(a.in, e0, valid, in_aligned, x);
-        load_state<kVec>(a.comp, e0, valid, m1, m2);
-        apply_compensation<kVec>(a.comp, fresh, m1, m2, x);
-        float u[kVec];
-        const float p = static_cast<float>(a.ranks);
+        for (int k = 0; k < kVec; ++k) y[k] = round_to<D>(a.backward ? fmul(acc[k], sc.unscale) : acc[k]);
+        // Poisoned groups (any non-finite x'), counted by the rank owning the group's segment.
+        if (bad) group_bad[threadIdx.x * kVec / a.group] = 1;
+        if (comp) {
+          float u[kVec];
+          const float p = static_cast<float>(a.ranks);
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          if (a.comp.residual == ResidualMode::kGlobal) {
-            u[k] = fsub(x[k], fdiv(y[k], p));
-          } else {
-            const std::size_t e = e0 + k;
-            const bool own = e >= own_begin && e < own_end;
-            u[k] = own ? fsub(a.backward ? fmul(acc[k], sc.unscale) : acc[k], y[k]) : 0.0f;
+          for (int k = 0; k < kVec; ++k) {
+            if (a.comp.residual == ResidualMode::kGlobal) {
+              u[k] = fsub(x[k], fdiv(y[k], p));
+            } else {
+              const std::size_t e = e0 + k;
+              const bool own = e >= own_begin && e < own_end;
+              u[k] = own ? fsub(a.backward ? fmul(acc[k], sc.unscale) : acc[k], y[k]) : 0.0f;
+            }
           }
+          update_state<kVec>(a.comp, u, m1, m2);
+          store_state<kVec>(a.comp, e0, valid, m1, m2);
         }
-        update_state<kVec>(a.comp, u, m1, m2);
-        store_state<kVec>(a.comp, e0, valid, m1, m2);
+        store4<D>(a.out, e0, valid, out_aligned, y);
       }
-      store4<D>(a.out, e0, valid, out_aligned, y);
     }
-    __syncthreads();
+    ok = __syncthreads_and(mine) != 0;
+    if (!ok) break;
     if (threadIdx.x == 0) {
       unsigned long long poisoned = 0;
       for (int gi = 0; gi < groups_in_chunk; ++gi) {
@@ -201,7 +274,7 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
   }
 
   // The exact path updates the state in every compensated mode.
-  finish_launch(a, epoch, sc.k, last_round, 1, a.comp.mode != CompensatorMode::kOff);
+  finish_launch(a, epoch, sc.k, last_round, 1, comp);
 }
 
 }  // namespace

@@ -40,10 +40,20 @@ struct CommOptions {
   Transport transport = Transport::kPeerToPeer;
 };
 
-// The small-message switch-over measured on 4x H200 (docs/performance.md): messages of at most
-// this many elements take the exact fp32 path. Pass it as AllReduceSpec::exact_max_count (the CPU
-// reference takes the same value, so both agree at every size).
-inline constexpr std::size_t kDefaultExactMaxCount = 131072;
+// The small-message switch-over (docs/performance.md): messages of at most this many elements take
+// the exact path. Pass it as AllReduceSpec::exact_max_count (the CPU reference takes the same value,
+// so both agree at every size). kDefaultExactMaxCount is the value measured at P = 2 on 2 x H200
+// (the exact path is faster than NCCL and than the quantized path up to 1 Mi elements of bf16).
+inline constexpr std::size_t kDefaultExactMaxCount = std::size_t{1} << 20;
+
+// The default for P ranks: the exact path sends P - 1 copies of the message from every GPU, so
+// larger groups keep the bytes sent per GPU of the P = 2 switch-over (a power of two at most
+// kDefaultExactMaxCount / (P - 1)). Not measured for P > 2.
+inline constexpr std::size_t default_exact_max_count(int ranks) {
+  std::size_t n = kDefaultExactMaxCount;
+  while (ranks > 2 && n * static_cast<std::size_t>(ranks - 1) > kDefaultExactMaxCount) n /= 2;
+  return n;
+}
 
 class Communicator;
 struct CompensatorBuffers;

@@ -16,7 +16,10 @@ int device_count();
 // P ranks on the GPUs present; ranks share GPUs round-robin when there are fewer GPUs.
 class HostGroup {
  public:
-  static Status create(int ranks, const AllReduceSpec& spec, std::unique_ptr<HostGroup>* out);
+  // exact_capacity: elements per round of the exact path (CommOptions::exact_capacity), 0 for the
+  // library default.
+  static Status create(int ranks, const AllReduceSpec& spec, std::unique_ptr<HostGroup>* out,
+                       std::size_t exact_capacity = 0);
   virtual ~HostGroup();
   // Host float arrays per rank in and out (values already representable in spec.dtype), same
   // contract as echo::allreduce in reference/include/echo/allreduce.h; compensated may be null.

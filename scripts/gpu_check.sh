@@ -98,6 +98,10 @@ stage_sanitize() {
   timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/bin/cuda_device_api" \
     --run_test=in_place_out_of_place_shifted_and_rounds >"$out/sanitize-memcheck-p2p.log" 2>&1
   note "compute-sanitizer memcheck (P2P device API): rc=$? $(grep -E 'ERROR SUMMARY|timed out|passed|failed' "$out/sanitize-memcheck-p2p.log" | tail -2 | tr '\n' ' ')"
+  # The exact path's low-latency lines across the GPUs, several rounds per call, under memcheck.
+  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/bin/cuda_bitexact" \
+    --run_test=exact_path_in_several_rounds >"$out/sanitize-memcheck-exact.log" 2>&1
+  note "compute-sanitizer memcheck (exact path): rc=$? $(grep -E 'ERROR SUMMARY|timed out|passed|failed' "$out/sanitize-memcheck-exact.log" | tail -2 | tr '\n' ' ')"
 }
 
 run_bench() {

@@ -74,55 +74,61 @@ int main(int argc, char** argv) {
   ncclComm_t nccl;
   if (ncclCommInitRank(&nccl, ranks, id, rank) != ncclSuccess) return fail(rank, "ncclCommInitRank failed");
 
+  // Both transports; a message above the exact-path switch-over and one below it (the exact path
+  // stores into the peers' IPC-mapped staging).
   int failures = 0;
   for (echo::cuda::Transport t : {echo::cuda::Transport::kPeerToPeer, echo::cuda::Transport::kNccl}) {
-    echo::cuda::CommOptions opt;
-    opt.transport = t;
-    echo::cuda::Communicator* comm = nullptr;
-    echo::Status s = echo::cuda::create_from_nccl(nccl, opt, &comm);
-    if (!s.ok()) return fail(rank, s.message());
-    const std::size_t n = 3000017;
-    echo::AllReduceSpec spec;
-    spec.compensator.residual = echo::ResidualMode::kLocal;
-    echo::cuda::CompensatorBuffers* state = nullptr;
-    echo::cuda::create_compensator(comm, n, &state);
-    std::vector<std::vector<float>> in(ranks);
-    for (int r = 0; r < ranks; ++r) in[r] = echo::test::make_input(77 + r, n, spec.dtype, 128);
-    std::vector<std::uint16_t> bits(n);
-    for (std::size_t i = 0; i < n; ++i) bits[i] = echo::float_to_bfloat16_bits(in[rank][i]);
-    void* d = nullptr;
-    cudaMalloc(&d, n * 2);
-    cudaMemcpy(d, bits.data(), n * 2, cudaMemcpyHostToDevice);
-    cudaStream_t stream;
-    cudaStreamCreate(&stream);
-    constexpr int kCalls = 3;  // in place: each call reduces the previous output
-    for (int k = 0; k < kCalls && s.ok(); ++k) s = echo::cuda::allreduce(comm, d, d, n, spec, state, stream);
-    if (s.ok()) s = echo::cuda::synchronize(comm, nullptr);
-    if (!s.ok()) return fail(rank, s.message());
-    cudaMemcpy(bits.data(), d, n * 2, cudaMemcpyDeviceToHost);
-    // Reference: the same three in-place calls on every rank's data.
-    std::vector<echo::CompensatorState> states(ranks);
-    std::vector<std::vector<float>> cur = in;
-    for (int k = 0; k < kCalls; ++k) {
-      std::vector<std::vector<float>> next(ranks, std::vector<float>(n));
-      std::vector<const float*> ip(ranks);
-      std::vector<float*> op(ranks);
-      for (int r = 0; r < ranks; ++r) {
-        ip[r] = cur[r].data();
-        op[r] = next[r].data();
+    for (const std::size_t n : {std::size_t{3000017}, std::size_t{100003}}) {
+      echo::cuda::CommOptions opt;
+      opt.transport = t;
+      echo::cuda::Communicator* comm = nullptr;
+      echo::Status s = echo::cuda::create_from_nccl(nccl, opt, &comm);
+      if (!s.ok()) return fail(rank, s.message());
+      echo::AllReduceSpec spec;
+      spec.compensator.residual = echo::ResidualMode::kLocal;
+      spec.exact_max_count = echo::cuda::default_exact_max_count(ranks);
+      echo::cuda::CompensatorBuffers* state = nullptr;
+      s = echo::cuda::create_compensator(comm, n, &state);
+      if (!s.ok()) return fail(rank, s.message());
+      std::vector<std::vector<float>> in(ranks);
+      for (int r = 0; r < ranks; ++r) in[r] = echo::test::make_input(77 + r, n, spec.dtype, 128);
+      std::vector<std::uint16_t> bits(n);
+      for (std::size_t i = 0; i < n; ++i) bits[i] = echo::float_to_bfloat16_bits(in[rank][i]);
+      void* d = nullptr;
+      if (cudaMalloc(&d, n * 2) != cudaSuccess) return fail(rank, "cudaMalloc failed");
+      cudaMemcpy(d, bits.data(), n * 2, cudaMemcpyHostToDevice);
+      cudaStream_t stream;
+      cudaStreamCreate(&stream);
+      constexpr int kCalls = 3;  // in place: each call reduces the previous output
+      for (int k = 0; k < kCalls && s.ok(); ++k) s = echo::cuda::allreduce(comm, d, d, n, spec, state, stream);
+      if (s.ok()) s = echo::cuda::synchronize(comm, nullptr);
+      if (!s.ok()) return fail(rank, s.message());
+      cudaMemcpy(bits.data(), d, n * 2, cudaMemcpyDeviceToHost);
+      // Reference: the same three in-place calls on every rank's data.
+      std::vector<echo::CompensatorState> states(ranks);
+      std::vector<std::vector<float>> cur = in;
+      for (int k = 0; k < kCalls; ++k) {
+        std::vector<std::vector<float>> next(ranks, std::vector<float>(n));
+        std::vector<const float*> ip(ranks);
+        std::vector<float*> op(ranks);
+        for (int r = 0; r < ranks; ++r) {
+          ip[r] = cur[r].data();
+          op[r] = next[r].data();
+        }
+        echo::allreduce(spec, ranks, n, ip.data(), op.data(), states.data(), nullptr, nullptr);
+        cur = next;
       }
-      echo::allreduce(spec, ranks, n, ip.data(), op.data(), states.data(), nullptr, nullptr);
-      cur = next;
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) bad += bits[i] != echo::float_to_bfloat16_bits(cur[rank][i]);
+      std::printf("rank %d transport %s, %s path: %zu of %zu outputs differ from the reference\n", rank,
+                  t == echo::cuda::Transport::kNccl ? "nccl" : "p2p", n <= spec.exact_max_count ? "exact" : "quantized",
+                  bad, n);
+      failures += bad != 0;
+      cudaFree(d);
+      cudaStreamDestroy(stream);
+      echo::cuda::destroy_compensator(state);
+      echo::cuda::destroy(comm);
     }
-    std::size_t bad = 0;
-    for (std::size_t i = 0; i < n; ++i) bad += bits[i] != echo::float_to_bfloat16_bits(cur[rank][i]);
-    std::printf("rank %d transport %s: %zu of %zu outputs differ from the reference\n", rank,
-                t == echo::cuda::Transport::kNccl ? "nccl" : "p2p", bad, n);
-    failures += bad != 0;
-    cudaFree(d);
-    cudaStreamDestroy(stream);
-    echo::cuda::destroy_compensator(state);
-    echo::cuda::destroy(comm);
   }
   ncclCommDestroy(nccl);
 #ifdef ECHO_HAVE_MPI

@@ -43,7 +43,7 @@ stage_build() {
     { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
   cmake --build "$build" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api echo_cuda_multiprocess echo_cuda_stage_probe \
         >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
-  note "build ok"
+  note "build ok; $(grep -o "echo_cuda_multiprocess: .*" "$out/configure.log")"
 }
 
 # The GPU test executables run directly (ctest -L gpu does the same where every test target of
@@ -56,7 +56,7 @@ stage_test() {
     note "$t: rc=$rc $(grep -E 'Test module|failure|error' "$out/test-$t.log" | grep -v 'no errors' | head -8 | tr '\n' ' ')"
   done
   timeout 300 "$root/tests/cuda/run_multiprocess.sh" "$build/bin/echo_cuda_multiprocess" >"$out/test-multiprocess.log" 2>&1
-  note "multiprocess: rc=$? $(grep -E 'differ|rank' "$out/test-multiprocess.log" | tr '\n' ' ' | cut -c1-400)"
+  note "multiprocess: rc=$? $(grep -E 'launcher|differ|rank' "$out/test-multiprocess.log" | tr '\n' ' ' | cut -c1-1000)"
 }
 
 stage_probe() {

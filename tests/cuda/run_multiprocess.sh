@@ -8,8 +8,10 @@ gpus=$(nvidia-smi -L 2>/dev/null | wc -l || echo 0)
 (( gpus >= 2 )) || { echo "skipped: fewer than two GPUs"; exit 0; }
 n=$(( gpus < 4 ? gpus : 4 ))
 if ldd "$bin" | grep -q libmpi; then
+  echo "launcher: mpirun, $n processes (NCCL id through MPI_Bcast)"
   exec mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE=0 "$bin"
 fi
+echo "launcher: $n processes with RANK / WORLD_SIZE (NCCL id through a file; built without MPI)"
 idfile=$(mktemp -u /tmp/echo-nccl-id.XXXXXX)
 pids=()
 for ((r = 0; r < n; ++r)); do

@@ -16,6 +16,7 @@ AllReduceSpec SpecOptions::to_spec() const {
   spec.compensator.beta1 = beta1;
   spec.compensator.beta2 = beta2;
   spec.compensator.beta = beta;
+  spec.compensator.state_dtype = *parse_dtype(state_dtype);
   return spec;
 }
 
@@ -49,6 +50,11 @@ void add_spec_options(CLI::App* command, SpecOptions* o) {
   command->add_option("--beta1", o->beta1, "decay of the slow average in [0, 1)")->capture_default_str();
   command->add_option("--beta2", o->beta2, "decay of the fast average in [0, 1)")->capture_default_str();
   command->add_option("--beta", o->beta, "decay of the single average (--compensator single)")
+      ->capture_default_str();
+  command->add_option("--state-dtype", o->state_dtype,
+                      "type the compensator's averages are stored in: fp32 | bf16 (rounded after every "
+                      "update; CUDA: fp32 only)")
+      ->check(CLI::IsMember({"fp32", "bf16", "float32", "bfloat16"}))
       ->capture_default_str();
   command->add_option("--exact-max-count", o->exact_max_count,
                       "messages of at most this many elements take the exact fp32 sum path")

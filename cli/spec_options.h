@@ -22,13 +22,14 @@ struct SpecOptions {
   float beta2 = 0.3f;
   float beta = 0.4f;
   std::size_t exact_max_count = 0;
+  std::string state_dtype = "fp32";
 
   // Builds the spec; the caller validates it (AllReduceSpec::validate).
   AllReduceSpec to_spec() const;
 };
 
 // Adds --bits, --group, --quantizer, --compensator, --residual, --algorithm, --eta, --a, --beta1,
-// --beta2, --beta and --exact-max-count to the subcommand.
+// --beta2, --beta, --state-dtype and --exact-max-count to the subcommand.
 void add_spec_options(CLI::App* command, SpecOptions* options);
 
 }  // namespace echo::cli

@@ -32,6 +32,11 @@ Status validate_call(const Communicator* comm, std::size_t count, const AllReduc
     return Status(StatusCode::kUnsupported, "the CUDA path implements the owner algorithm only");
   }
   if (spec.compensator.mode != CompensatorMode::kOff) {
+    if (spec.compensator.state_dtype != DType::kFloat32) {
+      return Status(StatusCode::kUnsupported,
+                    std::string("the CUDA path keeps the compensator state in float32 only, got ") +
+                        dtype_name(spec.compensator.state_dtype) + " (the CPU reference implements it)");
+    }
     if (state == nullptr) {
       return Status(StatusCode::kInvalidArgument, "the compensator needs a state");
     }

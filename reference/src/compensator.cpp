@@ -2,6 +2,7 @@
 #include "echo/compensator.h"
 
 #include <cmath>
+#include <string>
 
 namespace echo {
 
@@ -39,6 +40,10 @@ Status CompensatorSpec::validate() const {
   if (!is_decay(beta1)) return Status(StatusCode::kInvalidArgument, "beta1 must be in [0, 1)");
   if (!is_decay(beta2)) return Status(StatusCode::kInvalidArgument, "beta2 must be in [0, 1)");
   if (!is_decay(beta)) return Status(StatusCode::kInvalidArgument, "beta must be in [0, 1)");
+  if (state_dtype != DType::kFloat32 && state_dtype != DType::kBFloat16) {
+    return Status(StatusCode::kInvalidArgument, std::string("compensator state dtype must be float32 or bfloat16, got ") +
+                                                    dtype_name(state_dtype));
+  }
   return Status::Ok();
 }
 
@@ -76,7 +81,8 @@ void compensator_apply(const CompensatorSpec& spec, const CompensatorState& stat
 
 namespace {
 
-void ema_update(std::vector<float>& m, float beta, const float* u, std::size_t count) {
+// m = fp32(fp32(beta * m) + fp32((1 - beta) * u)), then rounded to the state dtype.
+void ema_update(std::vector<float>& m, float beta, const float* u, std::size_t count, DType state_dtype) {
   const float ob = 1.0f - beta;
   float* p = m.data();
 #pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
@@ -85,6 +91,7 @@ void ema_update(std::vector<float>& m, float beta, const float* u, std::size_t c
     const float fresh = ob * u[i];
     p[i] = kept + fresh;
   }
+  if (state_dtype != DType::kFloat32) round_to_dtype(p, count, state_dtype);
 }
 
 }  // namespace
@@ -94,12 +101,12 @@ void compensator_update(const CompensatorSpec& spec, CompensatorState& state, co
   if (spec.mode == CompensatorMode::kOff) return;
   if (state.m1.size() != count) state.m1.assign(count, 0.0f);
   if (spec.mode == CompensatorMode::kSingle) {
-    ema_update(state.m1, spec.beta, residual, count);
+    ema_update(state.m1, spec.beta, residual, count, spec.state_dtype);
     return;
   }
   if (state.m2.size() != count) state.m2.assign(count, 0.0f);
-  ema_update(state.m1, spec.beta1, residual, count);
-  ema_update(state.m2, spec.beta2, residual, count);
+  ema_update(state.m1, spec.beta1, residual, count, spec.state_dtype);
+  ema_update(state.m2, spec.beta2, residual, count, spec.state_dtype);
 }
 
 }  // namespace echo

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "echo/dtype.h"
@@ -107,6 +108,35 @@ BOOST_AUTO_TEST_CASE(replay_writes_the_documented_datasets) {
   echo::h5::read_block(file.openDataSet("/outputs"), {0, 0, 0, 0}, {2, 3, 4, 300}, H5::PredType::NATIVE_FLOAT, a.data());
   echo::h5::read_block(file2.openDataSet("/outputs"), {0, 0, 0, 0}, {2, 3, 4, 300}, H5::PredType::NATIVE_FLOAT, b.data());
   BOOST_TEST(echo::test::first_bit_difference(a.data(), b.data(), a.size()) == -1);
+}
+
+// --state-dtype bf16 reaches the reference (the state is rounded, so outputs change) and the
+// result file records it.
+BOOST_AUTO_TEST_CASE(replay_with_bf16_compensator_state) {
+  TempDir dir;
+  std::vector<float> outputs[2];
+  int k = 0;
+  for (const char* state : {"fp32", "bf16"}) {
+    const std::string out = dir.file(std::string("result-") + state + ".h5");
+    const Run r = run_echotk("replay " + data_path("tests/data/good_small.h5") + " --out " + out +
+                             " --save-outputs --quiet --state-dtype " + state);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+    H5::H5File file;
+    BOOST_TEST_REQUIRE(echo::h5::open_read(out, &file).ok());
+    std::optional<std::string> recorded;
+    BOOST_TEST_REQUIRE(echo::h5::read_string_attribute(file, out, "state_dtype", &recorded).ok());
+    BOOST_TEST_REQUIRE(recorded.has_value());
+    BOOST_TEST(*recorded == (k == 0 ? "float32" : "bfloat16"));
+    outputs[k].resize(2 * 3 * 4 * 300);
+    echo::h5::read_block(file.openDataSet("/outputs"), {0, 0, 0, 0}, {2, 3, 4, 300}, H5::PredType::NATIVE_FLOAT,
+                         outputs[k].data());
+    ++k;
+  }
+  BOOST_TEST(echo::test::first_bit_difference(outputs[0].data(), outputs[1].data(), outputs[0].size()) != -1);
+  const Run bad = run_echotk("replay " + data_path("tests/data/good_small.h5") + " --out " +
+                             dir.file("bad.h5") + " --state-dtype fp16");
+  BOOST_TEST(bad.exit_code == 2, bad.output);
+  BOOST_TEST(!fs::exists(dir.file("bad.h5")));
 }
 
 BOOST_AUTO_TEST_CASE(h5py_files_with_fixed_length_strings_load) {

@@ -110,6 +110,43 @@ BOOST_AUTO_TEST_CASE(validation_rejects_out_of_range_coefficients) {
   BOOST_TEST(spec.validate().message().find("beta1") != std::string::npos);
   spec = CompensatorSpec{};
   BOOST_TEST(spec.validate().ok());
+  spec.state_dtype = DType::kFloat16;
+  BOOST_TEST(spec.validate().message().find("state dtype") != std::string::npos);
+  spec.state_dtype = DType::kBFloat16;
+  BOOST_TEST(spec.validate().ok());
+}
+
+// bf16 state: every update is the fp32 update of the stored (bf16) value, rounded to bf16.
+BOOST_AUTO_TEST_CASE(bf16_state_rounds_every_update) {
+  for (CompensatorMode mode : {CompensatorMode::kSingle, CompensatorMode::kDual}) {
+    CompensatorSpec spec;
+    spec.mode = mode;
+    spec.state_dtype = DType::kBFloat16;
+    CompensatorSpec wide = spec;
+    wide.state_dtype = DType::kFloat32;
+    CompensatorState state;
+    const std::size_t n = 257;
+    std::size_t changed = 0;
+    for (int step = 0; step < 4; ++step) {
+      const std::vector<float> u = echo::test::activations(n, 10u + step);
+      CompensatorState expected = state;  // previous bf16 state, advanced in fp32 then rounded
+      compensator_update(wide, expected, u.data(), n);
+      round_to_dtype(expected.m1.data(), n, DType::kBFloat16);
+      if (mode == CompensatorMode::kDual) round_to_dtype(expected.m2.data(), n, DType::kBFloat16);
+      CompensatorState fp32_step = state;
+      compensator_update(wide, fp32_step, u.data(), n);
+      compensator_update(spec, state, u.data(), n);
+      BOOST_TEST(echo::test::first_bit_difference(state.m1.data(), expected.m1.data(), n) == -1);
+      if (mode == CompensatorMode::kDual) {
+        BOOST_TEST(echo::test::first_bit_difference(state.m2.data(), expected.m2.data(), n) == -1);
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        BOOST_TEST(round_to_dtype(state.m1[i], DType::kBFloat16) == state.m1[i]);  // representable
+        changed += echo::test::float_bits(state.m1[i]) != echo::test::float_bits(fp32_step.m1[i]);
+      }
+    }
+    BOOST_TEST(changed > 0u, "bf16 rounding changed no value: the option would be a no-op");
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "echo/dtype.h"
 #include "echo/status.h"
 
 namespace echo {
@@ -30,8 +31,11 @@ struct CompensatorSpec {
   float beta1 = 0.7f;  // slow decay
   float beta2 = 0.3f;  // fast decay
   float beta = 0.4f;   // decay of the single average (kSingle)
+  // Type the averages are stored in: kFloat32, or kBFloat16 (each updated average rounded to
+  // bf16, half the state's memory traffic; docs/numerics.md 6). The arithmetic is fp32 either way.
+  DType state_dtype = DType::kFloat32;
 
-  // eta, a in [0, 1]; decays in [0, 1).
+  // eta, a in [0, 1]; decays in [0, 1); state_dtype float32 or bfloat16.
   Status validate() const;
 };
 

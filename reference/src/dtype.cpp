@@ -64,15 +64,16 @@ float round_to_dtype(float value, DType dtype) {
 void round_to_dtype(float* values, std::size_t count, DType dtype) {
   if (dtype == DType::kFloat32) return;
   if (dtype == DType::kBFloat16) {
-    // The same round-to-nearest-even as float_to_bfloat16_bits, on bit patterns so it vectorizes:
-    // add 0x7FFF plus the lowest kept bit, then clear the low half. NaNs are quieted instead.
+    // The same conversion as float_to_bfloat16_bits, on bit patterns so it vectorizes: add 0x7FFF
+    // plus the lowest kept bit, then clear the low half; a NaN becomes the quiet NaN 0x7FC0 with
+    // its sign kept (as the scalar conversion and the CUDA kernels do).
 #pragma omp parallel for simd schedule(static) if (count >= (1u << 18))
     for (std::size_t i = 0; i < count; ++i) {
       std::uint32_t bits;
       std::memcpy(&bits, &values[i], sizeof bits);
       const bool is_nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
       const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
-      const std::uint32_t out = is_nan ? ((bits | 0x00400000u) & 0xFFFF0000u) : rounded;
+      const std::uint32_t out = is_nan ? ((bits & 0x80000000u) | 0x7FC00000u) : rounded;
       std::memcpy(&values[i], &out, sizeof out);
     }
     return;

@@ -9,6 +9,7 @@
 #   bench-bg   the same under background peer-to-peer traffic (duty from BENCH_DUTY, default 0.5)
 #   probe      one-GPU stage timings of the owner kernel (and ncu sections on it unless PROBE_NCU=0)
 #   tune       a few pipeline depths at 1 GiB (echo4 rows only)
+#   tune-mid   pipeline depths 2 .. 32 at 4-64 MiB (nccl-bf16, echo4, echo8)
 #   profile    ncu stall reasons and per-instruction samples of the probe's push and reduce
 # Environment: BUILD_DIR (default build-gpu), BENCH_ARGS (extra echotk bench options).
 set -uo pipefail
@@ -120,6 +121,14 @@ run_bench() {
 
 stage_bench() { run_bench plain; }
 stage_bench-bg() { run_bench bg --background-duty "${BENCH_DUTY:-0.5}" -b 1048576; }
+# Pipeline depth at the mid sizes (4-64 MiB), where the quantized path's margin over NCCL is thinnest.
+stage_tune-mid() {
+  for t in 2 4 8 16 32; do
+    echo "## tiles-per-wave $t" | tee -a "$out/tune-mid.log"
+    "$build/bin/echotk" bench -b 4194304 -e 67108864 -n 50 --skip-verify --tiles-per-wave $t \
+      --rows nccl-bf16 echo4 echo8 2>&1 | tee -a "$out/tune-mid.log" | grep -E "^\|"
+  done
+}
 stage_tune() {
   for t in 4 8 16 32; do
     echo "## tiles-per-wave $t" | tee -a "$out/tune.log"

@@ -20,10 +20,10 @@ std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a;
 
 constexpr int kDefaultTilesPerWave = 32;  // measured at 1 GiB: 4, 8, 16, 32 -> 32 fastest (docs/performance.md)
 
-Status validate_call(const Communicator* comm, std::size_t count, const AllReduceSpec& spec,
-                     const CompensatorBuffers* state) {
-  if (Status s = spec.validate(comm->ranks); !s.ok()) return s;
-  if (count == 0) return Status(StatusCode::kInvalidArgument, "element count must be >= 1");
+}  // namespace
+
+Status validate_spec(const AllReduceSpec& spec, int ranks) {
+  if (Status s = spec.validate(ranks); !s.ok()) return s;
   if (spec.quant.bits != 4 && spec.quant.bits != 8) {
     return Status(StatusCode::kUnsupported, "the CUDA path supports 4 and 8 bits, got " +
                                                 std::to_string(spec.quant.bits));
@@ -31,12 +31,21 @@ Status validate_call(const Communicator* comm, std::size_t count, const AllReduc
   if (spec.algorithm != Algorithm::kOwner) {
     return Status(StatusCode::kUnsupported, "the CUDA path implements the owner algorithm only");
   }
+  if (spec.compensator.mode != CompensatorMode::kOff && spec.compensator.state_dtype != DType::kFloat32) {
+    return Status(StatusCode::kUnsupported,
+                  std::string("the CUDA path keeps the compensator state in float32 only, got ") +
+                      dtype_name(spec.compensator.state_dtype) + " (the CPU reference implements it)");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Status validate_call(const Communicator* comm, std::size_t count, const AllReduceSpec& spec,
+                     const CompensatorBuffers* state) {
+  ECHO_RETURN_IF_ERROR(validate_spec(spec, comm->ranks));
+  if (count == 0) return Status(StatusCode::kInvalidArgument, "element count must be >= 1");
   if (spec.compensator.mode != CompensatorMode::kOff) {
-    if (spec.compensator.state_dtype != DType::kFloat32) {
-      return Status(StatusCode::kUnsupported,
-                    std::string("the CUDA path keeps the compensator state in float32 only, got ") +
-                        dtype_name(spec.compensator.state_dtype) + " (the CPU reference implements it)");
-    }
     if (state == nullptr) {
       return Status(StatusCode::kInvalidArgument, "the compensator needs a state");
     }

@@ -65,6 +65,8 @@ struct CompensatorBuffers {
 };
 
 WorkspaceLayout make_layout(const CommOptions& options, int ranks);
+// The spec is valid (AllReduceSpec::validate) and within what the CUDA path implements.
+Status validate_spec(const AllReduceSpec& spec, int ranks);
 // Allocates and zeroes the rank's workspace, streams, events and error record.
 Status init_local(Communicator* comm);
 

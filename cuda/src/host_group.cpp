@@ -220,12 +220,7 @@ class HostGroupImpl final : public HostGroup {
 Status HostGroup::create(int ranks, const AllReduceSpec& spec, std::unique_ptr<HostGroup>* out,
                          std::size_t exact_capacity) {
   if (out == nullptr) return Status(StatusCode::kInvalidArgument, "null output");
-  if (Status s = spec.validate(ranks); !s.ok()) return s;
-  if (spec.compensator.mode != CompensatorMode::kOff && spec.compensator.state_dtype != DType::kFloat32) {
-    return Status(StatusCode::kUnsupported,
-                  std::string("the CUDA path keeps the compensator state in float32 only, got ") +
-                      dtype_name(spec.compensator.state_dtype) + " (the CPU reference implements it)");
-  }
+  ECHO_RETURN_IF_ERROR(validate_spec(spec, ranks));
   auto g = std::make_unique<HostGroupImpl>(ranks, spec, exact_capacity);
   ECHO_RETURN_IF_ERROR(g->init());
   *out = std::move(g);

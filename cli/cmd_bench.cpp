@@ -196,6 +196,9 @@ std::vector<double> time_loop(Context& c, int warmup, int iters, const std::func
   return worst;
 }
 
+// The overlapped bf16 matmul of rank r on its stream.
+void run_matmul(Context& c, int r) { check(kCmd, cuda::bench::matmul_run(c.mm[r], c.streams[r])); }
+
 struct Verify {
   unsigned long long wrong = 0;
   double rel_error = 0;
@@ -269,7 +272,7 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
     op = [&, comp](int r) {
       check(kCmd, cuda::allreduce(comms[r], c.in[r], c.out[r], count, spec, comp ? c.states[r] : nullptr,
                                   c.streams[r]));
-      if (row.with_matmul) check(kCmd, cuda::bench::matmul_run(c.mm[r], c.streams[r]));
+      if (row.with_matmul) run_matmul(c, r);
     };
   }
   const auto t = time_loop(c, c.opt.warmup, c.opt.iters, op);
@@ -278,8 +281,7 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
     // The matmul alone, measured right after the row with the same iterations: its time drifts
     // over a run (clocks under sustained load), so a single early measurement would bias the
     // difference by a few hundred microseconds.
-    m.ms -= median(time_loop(c, c.opt.warmup, c.opt.iters,
-                             [&](int r) { check(kCmd, cuda::bench::matmul_run(c.mm[r], c.streams[r])); }));
+    m.ms -= median(time_loop(c, c.opt.warmup, c.opt.iters, [&](int r) { run_matmul(c, r); }));
   }
   if (!row.nccl_baseline) {
     auto& comms = row.transport == cuda::Transport::kNccl ? c.ncclt : c.p2p;
@@ -443,9 +445,8 @@ void run_bench(Options opt) {
   measure_links(c, std::cout);
   Background bg;
   bg.start(c.devs, opt.duty);
-  const double matmul_ms = median(time_loop(c, 3, std::max(10, opt.iters / 2), [&](int r) {
-    check(kCmd, cuda::bench::matmul_run(c.mm[r], c.streams[r]));
-  }));
+  const double matmul_ms =
+      median(time_loop(c, 3, std::max(10, opt.iters / 2), [&](int r) { run_matmul(c, r); }));
   std::cout << "# matmul " << opt.mm_m << "x" << opt.mm_n << "x" << opt.mm_k << " bf16 alone: " << fmt(matmul_ms * 1e3, 1)
             << " us at the start (the compensated rows subtract the matmul alone measured right after each of them)\n";
   const std::string cols = "| row | size (B) | count | type | time (us) | algbw (GB/s) | busbw (GB/s) | #wrong | speedup | rel. error |";

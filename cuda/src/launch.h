@@ -3,6 +3,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+#include <initializer_list>
+
 #include "kernel_args.h"
 
 namespace echo::cuda {
@@ -12,6 +15,19 @@ int lane_elements(int bits, int group, bool comp);
 // Resident blocks per multiprocessor of the owner kernel variant for this call shape.
 int owner_allreduce_blocks_per_sm(DType dtype, int bits, int group, bool comp);
 int exact_allreduce_max_blocks_per_sm();
+
+// Loads the kernels into the current device's context (cudaFuncGetAttributes forces the load);
+// the first error, if any.
+inline cudaError_t load_kernels(const void* const* fns, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    cudaFuncAttributes attr;
+    if (const cudaError_t e = cudaFuncGetAttributes(&attr, fns[i]); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+inline cudaError_t load_kernels(std::initializer_list<const void*> fns) {
+  return load_kernels(fns.begin(), fns.size());
+}
 
 // Load every kernel variant into the current device's context. Called when a communicator is
 // created: with lazy module loading, a first launch inside a call may synchronize the context

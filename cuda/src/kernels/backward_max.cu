@@ -65,14 +65,9 @@ __global__ void __launch_bounds__(kBlockThreads) backward_max_kernel(CallArgs a)
 }  // namespace
 
 cudaError_t backward_max_preload() {
-  const void* fns[] = {reinterpret_cast<const void*>(backward_max_kernel<DType::kFloat32>),
+  return load_kernels({reinterpret_cast<const void*>(backward_max_kernel<DType::kFloat32>),
                        reinterpret_cast<const void*>(backward_max_kernel<DType::kBFloat16>),
-                       reinterpret_cast<const void*>(backward_max_kernel<DType::kFloat16>)};
-  for (const void* fn : fns) {
-    cudaFuncAttributes attr;
-    if (const cudaError_t e = cudaFuncGetAttributes(&attr, fn); e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
+                       reinterpret_cast<const void*>(backward_max_kernel<DType::kFloat16>)});
 }
 
 cudaError_t backward_max(const CallArgs& a, int grid, cudaStream_t stream) {

@@ -40,14 +40,9 @@ __global__ void __launch_bounds__(kBlockThreads) compensator_update_kernel(CallA
 }  // namespace
 
 cudaError_t compensator_update_preload() {
-  const void* fns[] = {reinterpret_cast<const void*>(compensator_update_kernel<DType::kFloat32>),
+  return load_kernels({reinterpret_cast<const void*>(compensator_update_kernel<DType::kFloat32>),
                        reinterpret_cast<const void*>(compensator_update_kernel<DType::kBFloat16>),
-                       reinterpret_cast<const void*>(compensator_update_kernel<DType::kFloat16>)};
-  for (const void* fn : fns) {
-    cudaFuncAttributes attr;
-    if (const cudaError_t e = cudaFuncGetAttributes(&attr, fn); e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
+                       reinterpret_cast<const void*>(compensator_update_kernel<DType::kFloat16>)});
 }
 
 cudaError_t compensator_update(const CallArgs& a, int grid, cudaStream_t stream) {

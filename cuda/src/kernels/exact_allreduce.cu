@@ -280,14 +280,9 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
 }  // namespace
 
 cudaError_t exact_allreduce_preload() {
-  const void* fns[] = {reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat32>),
+  return load_kernels({reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat32>),
                        reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16>),
-                       reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat16>)};
-  for (const void* fn : fns) {
-    cudaFuncAttributes attr;
-    if (const cudaError_t e = cudaFuncGetAttributes(&attr, fn); e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
+                       reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat16>)});
 }
 
 int exact_allreduce_max_blocks_per_sm() {

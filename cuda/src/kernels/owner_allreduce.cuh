@@ -599,11 +599,7 @@ cudaError_t preload_dtype() {
       ECHO_OWNER_VARIANTS(ECHO_FN, D)
 #undef ECHO_FN
   };
-  for (const void* fn : fns) {
-    cudaFuncAttributes attr;
-    if (const cudaError_t e = cudaFuncGetAttributes(&attr, fn); e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
+  return load_kernels(fns, sizeof(fns) / sizeof(fns[0]));
 }
 
 #undef ECHO_OWNER_VARIANTS

@@ -120,14 +120,7 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
     return Status(StatusCode::kIoError, out_path + ": cannot create datasets (" + e.getDetailMsg() + ")");
   }
 
-  std::vector<float> x(ranks * n), y(ranks * n), xp(ranks * n);
-  std::vector<const float*> in_ptr(ranks);
-  std::vector<float*> out_ptr(ranks), xp_ptr(ranks);
-  for (std::size_t r = 0; r < ranks; ++r) {
-    in_ptr[r] = x.data() + r * n;
-    out_ptr[r] = y.data() + r * n;
-    xp_ptr[r] = xp.data() + r * n;
-  }
+  SiteBuffers buf(ranks, n);
   std::vector<double> delta(n), rho(n), partial(n);
   std::vector<double> partial_norms(info.sites), injected_norms(info.sites);
   std::vector<double> correction_norms(info.sites), relative(info.sites);
@@ -150,14 +143,14 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
       }
     }
     for (std::size_t site = 0; site < info.sites; ++site) {
-      if (Status s = trace.read_site(pass, site, x.data()); !s.ok()) return s;
+      if (Status s = trace.read_site(pass, site, buf.x.data()); !s.ok()) return s;
       if (!options.allow_nonfinite) {
-        if (Status s = find_nonfinite(trace, pass, site, x.data(), spec.dtype); !s.ok()) return s;
+        if (Status s = find_nonfinite(trace, pass, site, buf.x.data(), spec.dtype); !s.ok()) return s;
       }
-      round_to_dtype(x.data(), x.size(), spec.dtype);
+      round_to_dtype(buf.x.data(), buf.x.size(), spec.dtype);
       AllReduceReport report;
       const auto t0 = std::chrono::steady_clock::now();
-      if (Status s = backend.run(n, in_ptr.data(), out_ptr.data(), xp_ptr.data(), &report); !s.ok()) {
+      if (Status s = backend.run(n, buf.in.data(), buf.out.data(), buf.compensated.data(), &report); !s.ok()) {
         return Status(s.code(), "pass " + std::to_string(pass) + ", site " + std::to_string(site) +
                                     ": " + s.message());
       }
@@ -168,9 +161,9 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
       // delta = y - sum_i x'_i and rho = y - sum_i x_i, from rank 0's output, ranks in order.
       double sum_norm_sq = 0.0, correction_sq = 0.0;
       for (std::size_t i = 0; i < n; ++i) {
-        const double sx = rank_sum(x.data(), ranks, n, i);
-        const double sxp = rank_sum(xp.data(), ranks, n, i);
-        const double yi = static_cast<double>(y[i]);
+        const double sx = rank_sum(buf.x.data(), ranks, n, i);
+        const double sxp = rank_sum(buf.xp.data(), ranks, n, i);
+        const double yi = static_cast<double>(buf.y[i]);
         delta[i] = yi - sxp;
         rho[i] = yi - sx;
         partial[i] += rho[i];
@@ -198,7 +191,7 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
         h5::write_block(net_error, {pass, site, 0}, {1, 1, n}, H5::PredType::NATIVE_DOUBLE, rho.data());
         h5::write_block(injected_error, {pass, site, 0}, {1, 1, n}, H5::PredType::NATIVE_DOUBLE, delta.data());
         if (options.save_outputs) {
-          h5::write_block(outputs, {pass, site, 0, 0}, {1, 1, ranks, n}, H5::PredType::NATIVE_FLOAT, y.data());
+          h5::write_block(outputs, {pass, site, 0, 0}, {1, 1, ranks, n}, H5::PredType::NATIVE_FLOAT, buf.y.data());
         }
       } catch (const H5::Exception& e) {
         return Status(StatusCode::kIoError, out_path + ": write failed (" + e.getDetailMsg() + ")");

@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "echo/allreduce.h"
 #include "echo/backend.h"
@@ -55,6 +56,22 @@ inline double rank_sum(const float* values, std::size_t ranks, std::size_t count
   for (std::size_t r = 0; r < ranks; ++r) sum += static_cast<double>(values[r * count + i]);
   return sum;
 }
+
+// One site of every rank, each array [ranks][count] (inputs x, outputs y, x'), with the per-rank
+// pointers the all-reduce takes.
+struct SiteBuffers {
+  SiteBuffers(std::size_t ranks, std::size_t count)
+      : x(ranks * count), y(ranks * count), xp(ranks * count), in(ranks), out(ranks), compensated(ranks) {
+    for (std::size_t r = 0; r < ranks; ++r) {
+      in[r] = x.data() + r * count;
+      out[r] = y.data() + r * count;
+      compensated[r] = xp.data() + r * count;
+    }
+  }
+  std::vector<float> x, y, xp;
+  std::vector<const float*> in;
+  std::vector<float*> out, compensated;
+};
 
 // The trace must already be open. The result file is written to out_path atomically.
 Status replay_trace(const TraceReader& trace, const std::string& out_path,

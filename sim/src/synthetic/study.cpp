@@ -72,15 +72,8 @@ Status study_trace(const TraceReader& trace, const AllReduceSpec& base,
   const TraceInfo& info = trace.info();
   const std::size_t n = info.count;
   const auto ranks = static_cast<std::size_t>(info.ranks);
-  std::vector<float> x(ranks * n), y(ranks * n), xp(ranks * n);
+  SiteBuffers buf(ranks, n);
   std::vector<float> hidden(info.has_hidden_states ? (info.sites + 1) * n : 0);
-  std::vector<const float*> in_ptr(ranks);
-  std::vector<float*> out_ptr(ranks), xp_ptr(ranks);
-  for (std::size_t r = 0; r < ranks; ++r) {
-    in_ptr[r] = x.data() + r * n;
-    out_ptr[r] = y.data() + r * n;
-    xp_ptr[r] = xp.data() + r * n;
-  }
   for (const CompensatorSetting& setting : settings) {
     AllReduceSpec spec = base;
     spec.dtype = info.dtype;
@@ -102,19 +95,19 @@ Status study_trace(const TraceReader& trace, const AllReduceSpec& base,
         if (Status s = trace.read_hidden_states(pass, hidden.data()); !s.ok()) return s;
       }
       for (std::size_t site = 0; site < info.sites; ++site) {
-        if (Status s = trace.read_site(pass, site, x.data()); !s.ok()) return s;
-        round_to_dtype(x.data(), x.size(), spec.dtype);
+        if (Status s = trace.read_site(pass, site, buf.x.data()); !s.ok()) return s;
+        round_to_dtype(buf.x.data(), buf.x.size(), spec.dtype);
         AllReduceReport report;
-        if (Status s = allreduce(spec, info.ranks, n, in_ptr.data(), out_ptr.data(), states.data(),
-                                 xp_ptr.data(), &report);
+        if (Status s = allreduce(spec, info.ranks, n, buf.in.data(), buf.out.data(), states.data(),
+                                 buf.compensated.data(), &report);
             !s.ok()) {
           return s;
         }
         double delta_sq = 0.0, partial_sq = 0.0, hidden_sq = 0.0;
         for (std::size_t i = 0; i < n; ++i) {
-          const double sx = rank_sum(x.data(), ranks, n, i);
-          const double sxp = rank_sum(xp.data(), ranks, n, i);
-          const double yi = static_cast<double>(y[i]);
+          const double sx = rank_sum(buf.x.data(), ranks, n, i);
+          const double sxp = rank_sum(buf.xp.data(), ranks, n, i);
+          const double yi = static_cast<double>(buf.y[i]);
           delta_sq += (yi - sxp) * (yi - sxp);
           partial[i] += yi - sx;
           partial_sq += partial[i] * partial[i];

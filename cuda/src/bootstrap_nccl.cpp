@@ -1,5 +1,6 @@
-// One process per GPU: the rank's workspace is shared with its peers through CUDA IPC handles,
-// exchanged with one ncclAllGather over the caller's NCCL communicator (launched by mpirun or a
+// One process per GPU: with the peer-to-peer transport the rank's workspace is shared with its
+// peers through CUDA IPC handles, exchanged with one ncclAllGather over the caller's NCCL
+// communicator (the NCCL transport shares no memory) (launched by mpirun or a
 // torchrun-style launcher; the NCCL unique id reaches the processes the usual way, see
 // tests/cuda/multiprocess_main.cpp).
 #include <algorithm>
@@ -60,7 +61,9 @@ Status create_from_nccl(ncclComm_t nccl, const CommOptions& options, Communicato
     for (int q = 0; q < ranks; ++q) same += all[q].device == all[r].device;
     c->max_ranks_on_device = std::max(c->max_ranks_on_device, same);
   }
-  for (int r = 0; r < ranks; ++r) {
+  // The NCCL transport moves every byte between ranks through NCCL, so it opens no peer memory:
+  // it also serves ranks that cannot map each other's memory (other nodes).
+  for (int r = 0; r < ranks && options.transport == Transport::kPeerToPeer; ++r) {
     if (r == rank) continue;
     void* p = nullptr;
     ECHO_CUDA_CHECK(cudaIpcOpenMemHandle(&p, all[r].handle, cudaIpcMemLazyEnablePeerAccess));

@@ -183,8 +183,10 @@ Status create_group(int ranks, const int* devices, const CommOptions& options, C
     }
     ECHO_RETURN_IF_ERROR(init_local(c));
   }
-  // Peer access between distinct devices; ranks on one device use the plain pointers.
+  // Peer access between distinct devices; ranks on one device use the plain pointers. The NCCL
+  // transport shares no memory between ranks (every byte goes through NCCL).
   for (int r = 0; r < ranks; ++r) {
+    if (options.transport == Transport::kNccl) continue;  // init_local set the own base
     ECHO_CUDA_CHECK(cudaSetDevice(devices[r]));
     for (int q = 0; q < ranks; ++q) {
       if (devices[q] == devices[r]) continue;
@@ -305,6 +307,7 @@ Status check_error_record(const Communicator* comm) {
 
 Status nccl_allreduce(Communicator* comm, const CallArgs& base, const Schedule& sched,
                       cudaStream_t stream);
+Status nccl_exact_exchange(Communicator* comm, std::size_t exact_count, cudaStream_t stream);
 
 Status allreduce(Communicator* comm, const void* in, void* out, std::size_t count,
                  const AllReduceSpec& spec, CompensatorBuffers* state, cudaStream_t stream,
@@ -367,21 +370,46 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
   }
 
   const bool exact = count <= spec.exact_max_count;
+  // The NCCL transport shares no memory between ranks: the backward scale words and the exact
+  // path's lines travel through NCCL as well.
+  a.nccl = comm->options.transport == Transport::kNccl;
+  if (a.nccl && comm->nccl == nullptr) {
+    return Status(StatusCode::kUnsupported,
+                  "the NCCL transport needs an NCCL communicator (create_from_nccl, or create_group "
+                  "with one GPU per rank)");
+  }
   const int resident_exact = std::max(1, comm->sm_count * comm->exact_blocks_per_sm / comm->ranks_on_device);
   if (a.backward) {
     const int grid = static_cast<int>(std::min<std::size_t>(
         std::max(1, comm->sm_count / comm->ranks_on_device), (count + 4095) / 4096));
     ECHO_CUDA_CHECK(backward_max(a, std::max(grid, 1), stream));
+    if (a.nccl) {
+      auto* words = reinterpret_cast<unsigned long long*>(comm->workspace + comm->layout.scale_words_offset);
+      ECHO_NCCL_CHECK(ncclAllGather(words + comm->rank, words, 1, ncclUint64, comm->nccl, stream));
+    }
   }
   if (exact) {
     const std::size_t cap = comm->layout.exact_capacity;
     const int rounds = static_cast<int>((count + cap - 1) / cap);
     for (int r = 0; r < rounds; ++r) {
-      a.round = r;
       a.exact_begin = static_cast<std::size_t>(r) * cap;
       a.exact_count = std::min(cap, count - a.exact_begin);
       const int chunks = static_cast<int>((a.exact_count + kExactChunk - 1) / kExactChunk);
-      ECHO_CUDA_CHECK(exact_allreduce(a, r + 1 == rounds, std::min(chunks, resident_exact), stream));
+      const int grid = std::min(chunks, resident_exact);
+      if (!a.nccl) {
+        a.round = r;
+        a.stages = kStagePush | kStageReduce;
+        ECHO_CUDA_CHECK(exact_allreduce(a, r + 1 == rounds, grid, stream));
+        continue;
+      }
+      // NCCL: send launch into the own slot, the slot to every peer, reduce launch.
+      a.round = 2 * r;
+      a.stages = kStagePush;
+      ECHO_CUDA_CHECK(exact_allreduce(a, false, grid, stream));
+      ECHO_RETURN_IF_ERROR(nccl_exact_exchange(comm, a.exact_count, stream));
+      a.round = 2 * r + 1;
+      a.stages = kStageReduce;
+      ECHO_CUDA_CHECK(exact_allreduce(a, r + 1 == rounds, grid, stream));
     }
   } else {
     const Schedule& sched = schedule_for(comm, spec, seg.groups_per_segment);

@@ -71,4 +71,25 @@ Status nccl_allreduce(Communicator* comm, const CallArgs& base, const Schedule& 
   return Status::Ok();
 }
 
+// The exact path's lines of one round (parity 0, the NCCL transport's only one): this rank's slot
+// to every peer, every peer's slot into this rank's staging. At most two lines per four elements
+// (fp32 payloads; raw 16-bit payloads use the first half).
+Status nccl_exact_exchange(Communicator* comm, std::size_t exact_count, cudaStream_t stream) {
+  const std::size_t slot_bytes = comm->layout.exact_capacity / 2 * 16;
+  const std::size_t bytes = (exact_count + 3) / 4 * 2 * 16;
+  char* staging = comm->workspace + comm->layout.exact_offset;
+  const int P = comm->ranks;
+  ECHO_NCCL_CHECK(ncclGroupStart());
+  for (int k = 1; k < P; ++k) {
+    const int to = (comm->rank + k) % P;
+    const int from = (comm->rank - k + P) % P;
+    ECHO_NCCL_CHECK(ncclSend(staging + static_cast<std::size_t>(comm->rank) * slot_bytes, bytes, ncclUint8, to,
+                             comm->nccl, stream));
+    ECHO_NCCL_CHECK(ncclRecv(staging + static_cast<std::size_t>(from) * slot_bytes, bytes, ncclUint8, from,
+                             comm->nccl, stream));
+  }
+  ECHO_NCCL_CHECK(ncclGroupEnd());
+  return Status::Ok();
+}
+
 }  // namespace echo::cuda

@@ -240,16 +240,31 @@ BOOST_AUTO_TEST_CASE(missing_peer_times_out_with_rank_tile_stage) {
 }
 
 // One host thread per GPU, each issuing its rank's calls (the one-process model), with the NCCL
-// transport against the peer-to-peer path: bit-identical.
+// transport (no memory shared between ranks) against the peer-to-peer path: bit-identical, on
+// the quantized and the exact path, forward and backward.
 BOOST_AUTO_TEST_CASE(thread_per_gpu_and_nccl_transport_bit_identical) {
   const int gpus = cuda::device_count();
   if (gpus < 2) return;  // NCCL needs one GPU per rank
   const int p = std::min(gpus, 4);
-  const std::size_t n = 1234567;
-  for (auto [mode, res] : {std::pair{CompensatorMode::kOff, ResidualMode::kGlobal},
-                           std::pair{CompensatorMode::kDual, ResidualMode::kLocal},
-                           std::pair{CompensatorMode::kDual, ResidualMode::kGlobal}}) {
-    const AllReduceSpec spec = spec_of(DType::kBFloat16, mode, res);
+  struct Shape {
+    CompensatorMode mode;
+    ResidualMode res;
+    Direction dir;
+    std::size_t n;
+  };
+  const std::size_t exact_max = cuda::default_exact_max_count(p);
+  for (const Shape& sh : {Shape{CompensatorMode::kOff, ResidualMode::kGlobal, Direction::kForward, 1234567},
+                          Shape{CompensatorMode::kDual, ResidualMode::kLocal, Direction::kForward, 1234567},
+                          Shape{CompensatorMode::kDual, ResidualMode::kGlobal, Direction::kForward, 1234567},
+                          Shape{CompensatorMode::kDual, ResidualMode::kLocal, Direction::kBackward, 1234567},
+                          Shape{CompensatorMode::kOff, ResidualMode::kGlobal, Direction::kForward, 70001},
+                          Shape{CompensatorMode::kDual, ResidualMode::kLocal, Direction::kBackward, 70001}}) {
+    const std::size_t n = sh.n;
+    const CompensatorMode mode = sh.mode;
+    const ResidualMode res = sh.res;
+    AllReduceSpec spec = spec_of(DType::kBFloat16, mode, res);
+    spec.direction = sh.dir;
+    spec.exact_max_count = exact_max;
     const auto in = inputs(p, n, spec.dtype, 21);
     const auto want = reference_after(spec, p, n, in, 2);
     for (cuda::Transport t : {cuda::Transport::kPeerToPeer, cuda::Transport::kNccl}) {
@@ -286,7 +301,8 @@ BOOST_AUTO_TEST_CASE(thread_per_gpu_and_nccl_transport_bit_identical) {
         BOOST_REQUIRE_MESSAGE(test::same_bits(got[r], want[r]),
                               (t == cuda::Transport::kNccl ? "nccl" : "p2p")
                                   << " transport, mode " << compensator_mode_name(mode) << "/"
-                                  << residual_mode_name(res) << ", rank " << r);
+                                  << residual_mode_name(res) << " " << direction_name(sh.dir) << ", n " << n
+                                  << ", rank " << r);
       }
       g.destroy();
     }

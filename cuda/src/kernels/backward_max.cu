@@ -54,7 +54,8 @@ __global__ void __launch_bounds__(kBlockThreads) backward_max_kernel(CallArgs a)
       const unsigned m = atomicExch(&a.control->max_bits, 0u);
       a.control->max_done_blocks = 0;
       const unsigned long long word = (epoch << 32) | m;
-      for (int r = 0; r < a.ranks; ++r) {
+      // NCCL transport: the own word only; the host's ncclAllGather delivers it.
+      for (int r = a.nccl ? a.rank : 0; r < (a.nccl ? a.rank + 1 : a.ranks); ++r) {
         auto* words = reinterpret_cast<unsigned long long*>(a.peer_base[r] + a.layout.scale_words_offset);
         store_release_sys(words + a.rank, word);
       }

@@ -10,6 +10,11 @@
 // (forward, no compensator, 16-bit dtype), the raw 16-bit input (four elements per line); a rank's
 // own values never leave its registers.
 //
+// The NCCL transport shares no memory between ranks: it runs the kernel twice per round, the send
+// part (stages kStagePush) into the rank's own slot of its own staging, then, after the host's
+// grouped ncclSend/ncclRecv of that slot to every peer, the reduce part (kStageReduce), which reads
+// the lines of the launch before. The stream orders everything there, so one parity suffices.
+//
 // Staging alternates between two parities by epoch: a rank can run at most one call ahead of a
 // peer (it cannot finish a call without the peer's data of that call), so the lines it writes are
 // never the ones the peer is still reading. A reader zeroes every line it consumed, so a line holds
@@ -128,8 +133,13 @@ template <DType D>
 __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs a, bool last_round) {
   __shared__ int group_bad[kExactChunk / kMinGroup];
   const unsigned long long epoch = a.control->seq + 1;
-  const int parity = static_cast<int>(epoch & 1u);
-  const unsigned flag = line_flag(epoch);
+  const bool send = (a.stages & kStagePush) != 0;
+  const bool reduce = (a.stages & kStageReduce) != 0;
+  // The epoch whose lines this launch writes or reads: the NCCL transport's reduce launch reads
+  // the lines its send launch (one epoch earlier) wrote.
+  const unsigned long long line_epoch = a.nccl && !send ? epoch - 1 : epoch;
+  const int parity = a.nccl ? 0 : static_cast<int>(line_epoch & 1u);
+  const unsigned flag = line_flag(line_epoch);
   Scaling sc = make_scaling(0);
   bool ok = true;
   if (a.backward) ok = block_read_scaling(a, epoch - a.round, &sc);
@@ -156,8 +166,11 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
     apply_compensation<kVec>(a.comp, fresh, m1, m2, x);
   };
 
-  // Send: this rank's lane to every peer, starting with the next rank so the links load evenly.
-  for (int c = blockIdx.x; ok && c < chunks; c += gridDim.x) {
+  // Send: this rank's lane to every peer, starting with the next rank so the links load evenly
+  // (NCCL transport: into the own slot of the own staging, which the host then sends).
+  const int first_holder = a.nccl ? 0 : 1;
+  const int end_holder = a.nccl ? 1 : a.ranks;
+  for (int c = blockIdx.x; send && ok && c < chunks; c += gridDim.x) {
     const std::size_t local = local_of(c);
     const std::size_t e0 = a.exact_begin + local;
     const int valid = valid_of(local);
@@ -171,7 +184,7 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
           load4<D>(a.in, e0, valid, in_aligned, x);
           store_f32<kVec>(a.compensated + e0, valid, x);
         }
-        for (int r = 1; r < a.ranks; ++r) {
+        for (int r = first_holder; r < end_holder; ++r) {
           store_line(staging(a, (a.rank + r) % a.ranks, parity, a.rank) + local / 4, u.x, u.y, flag);
         }
         continue;
@@ -182,7 +195,7 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
     if (a.compensated != nullptr) store_f32<kVec>(a.compensated + e0, valid, x);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) w[k] = __float_as_uint(a.backward ? fmul(x[k], sc.scale) : x[k]);
-    for (int r = 1; r < a.ranks; ++r) {
+    for (int r = first_holder; r < end_holder; ++r) {
       uint4* line = staging(a, (a.rank + r) % a.ranks, parity, a.rank) + local / 2;
       store_line(line, w[0], w[1], flag);
       store_line(line + 1, w[2], w[3], flag);
@@ -194,7 +207,7 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
   const std::size_t own_begin = static_cast<std::size_t>(a.rank) * gps * a.group;
   const std::size_t own_end = static_cast<std::size_t>(a.rank + 1) * gps * a.group;
   const int groups_in_chunk = kExactChunk / a.group;
-  for (int c = blockIdx.x; ok && c < chunks; c += gridDim.x) {
+  for (int c = blockIdx.x; reduce && ok && c < chunks; c += gridDim.x) {
     if (threadIdx.x < groups_in_chunk) group_bad[threadIdx.x] = 0;
     __syncthreads();
     const std::size_t local = local_of(c);

@@ -24,7 +24,9 @@ namespace echo::cuda {
 
 enum class Transport : int {
   kPeerToPeer = 0,  // kernels write into peers' memory over NVLink (the Echo path)
-  kNccl = 1,        // same algorithm and bits over ncclSend/ncclRecv + ncclAllGather
+  kNccl = 1,        // same algorithm and bits over ncclSend/ncclRecv + ncclAllGather; shares no
+                    // memory between ranks (no peer access, no CUDA IPC), so ranks need not
+                    // reach each other's memory (other nodes)
 };
 
 struct CommOptions {

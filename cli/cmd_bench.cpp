@@ -47,6 +47,7 @@ struct RowSpec {
   ResidualMode residual = ResidualMode::kGlobal;
   bool with_matmul = false;
   long long exact_max = -1;  // -1: the library default
+  DType state_dtype = DType::kFloat32;
 };
 
 std::vector<RowSpec> all_rows() {
@@ -66,6 +67,10 @@ std::vector<RowSpec> all_rows() {
                ResidualMode::kGlobal, false});
   r.push_back({"echo4-comp-local-alone", false, 4, cuda::Transport::kPeerToPeer, CompensatorMode::kDual,
                ResidualMode::kLocal, false});
+  r.push_back({"echo4-comp-global-bf16", false, 4, cuda::Transport::kPeerToPeer, CompensatorMode::kDual,
+               ResidualMode::kGlobal, false, -1, DType::kBFloat16});
+  r.push_back({"echo4-comp-local-bf16", false, 4, cuda::Transport::kPeerToPeer, CompensatorMode::kDual,
+               ResidualMode::kLocal, false, -1, DType::kBFloat16});
   r.push_back({"echo4-quant", false, 4, cuda::Transport::kPeerToPeer, CompensatorMode::kOff,
                ResidualMode::kGlobal, false, 0});
   r.push_back({"exact", false, 4, cuda::Transport::kPeerToPeer, CompensatorMode::kOff, ResidualMode::kGlobal,
@@ -253,6 +258,7 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
   spec.quant.bits = row.bits;
   spec.compensator.mode = row.mode;
   spec.compensator.residual = row.residual;
+  spec.compensator.state_dtype = row.state_dtype;
   spec.exact_max_count =
       row.exact_max < 0 ? cuda::default_exact_max_count(c.P) : static_cast<std::size_t>(row.exact_max);
   if (row.nccl_baseline) {
@@ -503,7 +509,8 @@ void register_bench(CLI::App& app) {
   sub->add_option("-w,--warmup", opt->warmup, "warm-up iterations per row")->capture_default_str();
   sub->add_option("--rows", opt->rows,
                   "rows to run: nccl-bf16 nccl-t8 nccl-t4 echo8 echo4 echo4-comp-global echo4-comp-local "
-                  "echo4-comp-global-alone echo4-comp-local-alone echo4-quant exact (default: all)");
+                  "echo4-comp-global-alone echo4-comp-local-alone echo4-comp-global-bf16 echo4-comp-local-bf16 "
+                  "echo4-quant exact (default: all; the -bf16 rows time the compensated call alone with bf16 state)");
   sub->add_option("--background-duty", opt->duty, "fraction of time each GPU copies to the next one (0: off)")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   sub->add_option("--matmul-m", opt->mm_m, "rows of the overlapped bf16 matmul")->capture_default_str();

@@ -53,7 +53,7 @@ void add_spec_options(CLI::App* command, SpecOptions* o) {
       ->capture_default_str();
   command->add_option("--state-dtype", o->state_dtype,
                       "type the compensator's averages are stored in: fp32 | bf16 (rounded after every "
-                      "update; CUDA: fp32 only)")
+                      "update)")
       ->check(CLI::IsMember({"fp32", "bf16", "float32", "bfloat16"}))
       ->capture_default_str();
   command->add_option("--exact-max-count", o->exact_max_count,

@@ -31,11 +31,6 @@ Status validate_spec(const AllReduceSpec& spec, int ranks) {
   if (spec.algorithm != Algorithm::kOwner) {
     return Status(StatusCode::kUnsupported, "the CUDA path implements the owner algorithm only");
   }
-  if (spec.compensator.mode != CompensatorMode::kOff && spec.compensator.state_dtype != DType::kFloat32) {
-    return Status(StatusCode::kUnsupported,
-                  std::string("the CUDA path keeps the compensator state in float32 only, got ") +
-                      dtype_name(spec.compensator.state_dtype) + " (the CPU reference implements it)");
-  }
   return Status::Ok();
 }
 
@@ -56,6 +51,12 @@ Status validate_call(const Communicator* comm, std::size_t count, const AllReduc
       return Status(StatusCode::kInvalidArgument,
                     "message of " + std::to_string(count) + " elements exceeds the state capacity " +
                         std::to_string(state->capacity));
+    }
+    if (state->count != 0 && state->state_dtype != spec.compensator.state_dtype) {
+      return Status(StatusCode::kInvalidArgument,
+                    std::string("compensator state of rank ") + std::to_string(comm->rank) + " holds " +
+                        dtype_name(state->state_dtype) + " averages but the call asks for " +
+                        dtype_name(spec.compensator.state_dtype) + " (reset the state to change its type)");
     }
     if (state->count != 0 && state->count != count) {
       return Status(StatusCode::kInvalidArgument,
@@ -359,6 +360,7 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
   if (compensate) {
     a.comp.m1 = state->m1;
     a.comp.m2 = state->m2;
+    a.comp.bf16_state = cs.state_dtype == DType::kBFloat16;
     a.comp.fresh = state->fresh;
     a.comp.stash = state->stash;
   }
@@ -439,7 +441,10 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
       comm->update_pending = true;
     }
   }
-  if (compensate) state->count = count;
+  if (compensate) {
+    state->count = count;
+    state->state_dtype = cs.state_dtype;
+  }
   return Status::Ok();
 }
 

@@ -58,7 +58,8 @@ struct CompensatorBuffers {
   Communicator* comm = nullptr;
   std::size_t capacity = 0;
   std::size_t count = 0;  // size of the averages since the last reset (0: reset)
-  float* m1 = nullptr;
+  DType state_dtype = DType::kFloat32;  // type of the averages since the last reset
+  float* m1 = nullptr;  // capacity * 4 bytes: fp32 averages, or bf16 ones in the first half
   float* m2 = nullptr;
   void* stash = nullptr;  // capacity * 4 bytes: copy of the input for the global-mode update
   int* fresh = nullptr;

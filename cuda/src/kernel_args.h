@@ -52,8 +52,9 @@ struct CompensatorArgs {
   CompensatorMode mode;
   ResidualMode residual;
   float eta, a, oa, beta1, ob1, beta2, ob2, beta, ob;
-  float* m1;   // null when off
+  float* m1;   // null when off; holds bf16 values (2 bytes each) when bf16_state
   float* m2;   // dual only
+  bool bf16_state;  // averages stored in bf16, each update rounded (docs/numerics.md 6)
   int* fresh;  // device word: 1 right after a reset (apply is skipped, as for an empty state)
   void* stash; // global mode: copy of the input for the update on the side stream
 };

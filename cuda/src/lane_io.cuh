@@ -96,6 +96,62 @@ __device__ __forceinline__ void store_f32(float* p, int valid, const float (&v)[
   }
 }
 
+// bf16 arrays we allocate ourselves (bf16 compensator state): a lane of E elements starts at a
+// multiple of E, so whole lanes are 8-byte (E = 4) or 16-byte (E >= 8) aligned.
+template <int E>
+__device__ __forceinline__ void load_bf16(const std::uint16_t* p, int valid, float (&v)[E]) {
+  if (valid == E) {
+    if constexpr (E == 4) {
+      const uint2 u = *reinterpret_cast<const uint2*>(p);
+      v[0] = bf16_bits_to_float(static_cast<std::uint16_t>(u.x & 0xFFFFu));
+      v[1] = bf16_bits_to_float(static_cast<std::uint16_t>(u.x >> 16));
+      v[2] = bf16_bits_to_float(static_cast<std::uint16_t>(u.y & 0xFFFFu));
+      v[3] = bf16_bits_to_float(static_cast<std::uint16_t>(u.y >> 16));
+    } else {
+      static_assert(E % 8 == 0, "lanes of 4 or a multiple of 8 elements");
+#pragma unroll
+      for (int w = 0; w < E / 8; ++w) {
+        const uint4 u = reinterpret_cast<const uint4*>(p)[w];
+        const unsigned h[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          v[8 * w + 2 * k] = bf16_bits_to_float(static_cast<std::uint16_t>(h[k] & 0xFFFFu));
+          v[8 * w + 2 * k + 1] = bf16_bits_to_float(static_cast<std::uint16_t>(h[k] >> 16));
+        }
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < E; ++k) v[k] = k < valid ? bf16_bits_to_float(p[k]) : 0.0f;
+}
+
+// Rounds to bf16 as the reference does (round to nearest even, NaN quieted) and stores.
+template <int E>
+__device__ __forceinline__ void store_bf16(std::uint16_t* p, int valid, const float (&v)[E]) {
+  if (valid == E) {
+    unsigned h[E / 2];
+#pragma unroll
+    for (int k = 0; k < E / 2; ++k) {
+      h[k] = static_cast<unsigned>(float_to_bf16_bits(v[2 * k])) |
+             (static_cast<unsigned>(float_to_bf16_bits(v[2 * k + 1])) << 16);
+    }
+    if constexpr (E == 4) {
+      *reinterpret_cast<uint2*>(p) = make_uint2(h[0], h[1]);
+    } else {
+#pragma unroll
+      for (int w = 0; w < E / 8; ++w) {
+        reinterpret_cast<uint4*>(p)[w] = make_uint4(h[4 * w], h[4 * w + 1], h[4 * w + 2], h[4 * w + 3]);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    if (k < valid) p[k] = float_to_bf16_bits(v[k]);
+  }
+}
+
 // Bulk prefetch of a byte range into L2 (one instruction, no registers, no completion to wait
 // for): a later load of the range hits L2 instead of DRAM. The range is widened to 16-byte
 // boundaries, so it must lie in memory we allocate with that padding (the workspace slots).

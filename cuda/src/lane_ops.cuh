@@ -65,18 +65,29 @@ __device__ __forceinline__ void update_state(const CompensatorArgs& c, const flo
   }
 }
 
-// Loads a lane's state (zeros when the compensator is off, so the registers are defined).
+// Loads a lane's state (left alone when the compensator is off), fp32 or bf16 as stored.
 template <int E>
 __device__ __forceinline__ void load_state(const CompensatorArgs& c, std::size_t e0, int valid,
                                            float (&m1)[E], float (&m2)[E]) {
   if (c.mode == CompensatorMode::kOff) return;
+  if (c.bf16_state) {
+    load_bf16<E>(reinterpret_cast<const std::uint16_t*>(c.m1) + e0, valid, m1);
+    if (c.mode == CompensatorMode::kDual) load_bf16<E>(reinterpret_cast<const std::uint16_t*>(c.m2) + e0, valid, m2);
+    return;
+  }
   load_f32<E>(c.m1 + e0, valid, m1);
   if (c.mode == CompensatorMode::kDual) load_f32<E>(c.m2 + e0, valid, m2);
 }
 
+// Stores a lane's updated state; bf16 state is rounded here, as the reference rounds each update.
 template <int E>
 __device__ __forceinline__ void store_state(const CompensatorArgs& c, std::size_t e0, int valid,
                                             const float (&m1)[E], const float (&m2)[E]) {
+  if (c.bf16_state) {
+    store_bf16<E>(reinterpret_cast<std::uint16_t*>(c.m1) + e0, valid, m1);
+    if (c.mode == CompensatorMode::kDual) store_bf16<E>(reinterpret_cast<std::uint16_t*>(c.m2) + e0, valid, m2);
+    return;
+  }
   store_f32<E>(c.m1 + e0, valid, m1);
   if (c.mode == CompensatorMode::kDual) store_f32<E>(c.m2 + e0, valid, m2);
 }

@@ -30,6 +30,7 @@ struct Case {
   std::size_t exact_max_count = 0;
   bool specials = false;  // NaN, +-Inf and values past the fp16 scale range in a few groups
   std::size_t exact_capacity = 0;  // elements per exact-path round; 0: the library default
+  DType state_dtype = DType::kFloat32;  // compensator averages
 };
 
 // A switch-over well inside the default exact-path round, so the sweeps stay quick; the library's
@@ -67,6 +68,7 @@ void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes
   spec.exact_max_count = c.exact_max_count;
   spec.compensator.mode = c.mode;
   spec.compensator.residual = c.residual;
+  spec.compensator.state_dtype = c.state_dtype;
   std::unique_ptr<cuda::HostGroup> group;
   const Status created = cuda::HostGroup::create(c.ranks, spec, &group, c.exact_capacity);
   BOOST_REQUIRE_MESSAGE(created.ok(), created.message());
@@ -191,6 +193,25 @@ BOOST_AUTO_TEST_CASE(exact_small_message_path) {
     Case c{QuantizerKind::kZeroAware, 4, CompensatorMode::kOff, ResidualMode::kGlobal, DType::kBFloat16, p};
     c.exact_max_count = cuda::default_exact_max_count(p);
     check_case(c, {c.exact_max_count, c.exact_max_count + 1}, 1, 1);
+  }
+}
+
+// Compensator averages stored in bf16 (rounded after every update): the quantized path with both
+// residual modes (state updated inside push and reduce, or by the update kernel), the exact path,
+// forward and backward, single and dual.
+BOOST_AUTO_TEST_CASE(bf16_compensator_state) {
+  if (!have_gpu()) return;
+  for (DType dt : {DType::kBFloat16, DType::kFloat32}) {
+    for (CompensatorMode mode : {CompensatorMode::kSingle, CompensatorMode::kDual}) {
+      for (ResidualMode res : {ResidualMode::kGlobal, ResidualMode::kLocal}) {
+        for (Direction dir : {Direction::kForward, Direction::kBackward}) {
+          Case c{QuantizerKind::kZeroAware, 4, mode, res, dt, 3, dir};
+          c.state_dtype = DType::kBFloat16;
+          c.exact_max_count = 4096;
+          check_case(c, {1000, 4097, 70001}, 2, 3);
+        }
+      }
+    }
   }
 }
 

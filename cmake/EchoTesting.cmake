@@ -2,8 +2,12 @@
 # the way gtest_discover_tests does, so `ctest -R` selects single cases and reports count them.
 #
 # Boost.Test comes as the compiled library when the distribution ships it, otherwise in its
-# header-only form (the GPU machine has headers only).
-find_package(Boost 1.71 QUIET COMPONENTS unit_test_framework)
+# header-only form (the GPU machine has headers only). ECHO_HEADER_ONLY_BOOST_TEST forces the
+# header-only form, so test executables built here also run on a machine without the library.
+option(ECHO_HEADER_ONLY_BOOST_TEST "Use Boost.Test in its header-only form even where the library exists" OFF)
+if(NOT ECHO_HEADER_ONLY_BOOST_TEST)
+  find_package(Boost 1.71 QUIET COMPONENTS unit_test_framework)
+endif()
 add_library(echo_test_main OBJECT ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
 if(Boost_UNIT_TEST_FRAMEWORK_FOUND)
   target_link_libraries(echo_test_main PUBLIC Boost::unit_test_framework)

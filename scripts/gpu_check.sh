@@ -11,7 +11,10 @@
 #   tune       a few pipeline depths at 1 GiB (echo4 rows only)
 #   tune-mid   pipeline depths 2 .. 32 at 4-64 MiB (nccl-bf16, echo4, echo8)
 #   profile    ncu stall reasons and per-instruction samples of the probe's push and reduce
-# Environment: BUILD_DIR (default build-gpu), BENCH_ARGS (extra echotk bench options).
+# Environment: BUILD_DIR (default build-gpu), BENCH_ARGS (extra echotk bench options), PROBE_ARGS
+# (';'-separated argument lists of echo_cuda_stage_probe).
+# Without the build stage the stages run what BUILD_DIR/bin already holds (for instance binaries
+# built elsewhere with scripts/build_gpu_bundle.sh).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-check-out}
@@ -62,7 +65,9 @@ stage_test() {
 
 stage_probe() {
   local p=$build/bin/echo_cuda_stage_probe
-  for args in "536870912 4 4 off" "536870912 4 4 dual" "536870912 4 8 off"; do
+  local runs
+  IFS=';' read -ra runs <<<"${PROBE_ARGS:-536870912 4 4 off;536870912 4 4 dual;536870912 4 8 off}"
+  for args in "${runs[@]}"; do
     $p $args 2>&1 | tee -a "$out/probe.log"
   done
   [[ ${PROBE_NCU:-1} == 1 ]] || return 0

@@ -31,12 +31,17 @@ __device__ __forceinline__ void apply_compensation(const CompensatorArgs& c, boo
                                                    const float (&m1)[E], const float (&m2)[E],
                                                    float (&x)[E]) {
   if (c.mode == CompensatorMode::kOff || fresh) return;
+  float y[E];
 #pragma unroll
-  for (int k = 0; k < E; ++k) {
-    float y = compensated_value<false>(c, m1[k], m2[k], x[k]);
-    if (y != y) y = compensated_value<true>(c, m1[k], m2[k], x[k]);
-    x[k] = y;
+  for (int k = 0; k < E; ++k) y[k] = compensated_value<false>(c, m1[k], m2[k], x[k]);
+  if (any_nan<E>(y)) {
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+      if (y[k] != y[k]) y[k] = compensated_value<true>(c, m1[k], m2[k], x[k]);
+    }
   }
+#pragma unroll
+  for (int k = 0; k < E; ++k) x[k] = y[k];
 }
 
 // m_j = beta_j * m_j + (1 - beta_j) * u (NaN handling as in apply_compensation).
@@ -52,16 +57,23 @@ __device__ __forceinline__ void update_state(const CompensatorArgs& c, const flo
   const bool single = c.mode == CompensatorMode::kSingle;
   const float b1 = single ? c.beta : c.beta1;
   const float ob1 = single ? c.ob : c.ob1;
+  float n1[E], n2[E];
 #pragma unroll
   for (int k = 0; k < E; ++k) {
-    float n1 = ema<false>(b1, m1[k], ob1, u[k]);
-    if (n1 != n1) n1 = ema<true>(b1, m1[k], ob1, u[k]);
-    m1[k] = n1;
-    if (!single) {
-      float n2 = ema<false>(c.beta2, m2[k], c.ob2, u[k]);
-      if (n2 != n2) n2 = ema<true>(c.beta2, m2[k], c.ob2, u[k]);
-      m2[k] = n2;
+    n1[k] = ema<false>(b1, m1[k], ob1, u[k]);
+    n2[k] = single ? m2[k] : ema<false>(c.beta2, m2[k], c.ob2, u[k]);
+  }
+  if (any_nan<E>(n1) || (!single && any_nan<E>(n2))) {
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+      if (n1[k] != n1[k]) n1[k] = ema<true>(b1, m1[k], ob1, u[k]);
+      if (!single && n2[k] != n2[k]) n2[k] = ema<true>(c.beta2, m2[k], c.ob2, u[k]);
     }
+  }
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    m1[k] = n1[k];
+    m2[k] = n2[k];
   }
 }
 

@@ -43,6 +43,14 @@ cudaError_t owner_allreduce(const CallArgs& args, bool last_round, int grid, cud
 cudaError_t exact_allreduce(const CallArgs& args, bool last_round, int grid, cudaStream_t stream);
 // Backward mode: max |x'| over the whole message, published to every peer's scale word.
 cudaError_t backward_max(const CallArgs& args, int grid, cudaStream_t stream);
+// Kernels that may have to run while other ranks' owner kernels spin on the same GPU (the backward
+// max, whose word those kernels wait for, and the global-mode update, which the rank's next call
+// waits for) are declared with at least kAuxBlocksPerSm blocks of kBlockThreads per multiprocessor:
+// at most 64 registers per thread, a block smaller than any owner-kernel block. Ranks sharing a GPU
+// each size their owner grid to their share of the resident blocks, so a block of these kernels
+// always fits where the not yet started ranks' share is free; a larger block could wait behind
+// the spinning kernels until they time out.
+inline constexpr int kAuxBlocksPerSm = 4;
 // Global residual mode: u = x' - y / P and the state update, from the stash and the output.
 cudaError_t compensator_update(const CallArgs& args, int grid, cudaStream_t stream);
 

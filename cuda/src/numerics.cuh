@@ -60,6 +60,16 @@ __device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
   return r;
 }
 __device__ __forceinline__ bool is_finite(float v) { return fabsf(v) <= 3.402823466e38f; }
+// Whether any of a lane's values is NaN. Hot loops compute with plain operations and test the lane
+// once, redoing its NaN elements with the x86 rules only then: a test and a branch per element
+// (with its convergence bookkeeping) would cost more than the arithmetic.
+template <int E>
+__device__ __forceinline__ bool any_nan(const float (&v)[E]) {
+  bool n = false;
+#pragma unroll
+  for (int k = 0; k < E; ++k) n = n || v[k] != v[k];
+  return n;
+}
 
 // ---- element types -------------------------------------------------------------------------
 // Exact, NaN payload and sign included (the hardware conversion returns its canonical NaN).

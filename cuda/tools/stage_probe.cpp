@@ -1,9 +1,13 @@
 // Times the stages of the owner kernel on one GPU, without peers: the NCCL transport's one-stage
 // launches (push, reduce, tail) on local buffers for a simulated rank of P, so each stage's cost
 // can be read alone (and profiled with ncu: no launch waits on another GPU).
-//   echo_cuda_stage_probe [elements] [ranks] [bits] [compensator: off|dual] [tiles_per_wave]
+//   echo_cuda_stage_probe [elements] [ranks] [bits] [compensator] [tiles_per_wave]
+// compensator: off, dual (local residual, fp32 state), dual-bf16, global (global residual, fp32
+// state; also times the side-stream update kernel), global-bf16. The state is marked not fresh, so
+// the apply step runs as in every call after the first.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -19,7 +23,14 @@ int main(int argc, char** argv) {
   const std::size_t n = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (std::size_t{1} << 29);
   const int P = argc > 2 ? std::atoi(argv[2]) : 4;
   const int bits = argc > 3 ? std::atoi(argv[3]) : 4;
-  const bool comp = argc > 4 && std::string(argv[4]) == "dual";
+  const std::string comp_name = argc > 4 ? argv[4] : "off";
+  const bool comp = comp_name != "off";
+  const bool global = comp_name.rfind("global", 0) == 0;
+  const bool bf16_state = comp_name.size() > 5 && comp_name.compare(comp_name.size() - 5, 5, "-bf16") == 0;
+  if (comp && comp_name != "dual" && comp_name != "dual-bf16" && comp_name != "global" && comp_name != "global-bf16") {
+    std::printf("unknown compensator '%s' (off, dual, dual-bf16, global, global-bf16)\n", comp_name.c_str());
+    return 2;
+  }
   CommOptions opt;
   opt.tiles_per_wave = argc > 5 ? std::atoi(argv[5]) : 0;
   const int dev = 0;
@@ -63,8 +74,10 @@ int main(int argc, char** argv) {
   a.wait = {0, 1000000000ull, c.error, &a.control->abort};
   a.nccl = true;
   a.comp.mode = comp ? CompensatorMode::kDual : CompensatorMode::kOff;
-  a.comp.residual = ResidualMode::kLocal;
+  a.comp.residual = global ? ResidualMode::kGlobal : ResidualMode::kLocal;
+  a.comp.bf16_state = bf16_state;
   if (comp) {
+    cudaMemset(st->fresh, 0, sizeof(int));
     a.comp.m1 = st->m1; a.comp.m2 = st->m2; a.comp.fresh = st->fresh; a.comp.stash = st->stash;
     a.comp.eta = 0.75f; a.comp.a = 0.35f; a.comp.oa = 0.65f; a.comp.beta1 = 0.7f; a.comp.ob1 = 0.3f;
     a.comp.beta2 = 0.3f; a.comp.ob2 = 0.7f;
@@ -90,8 +103,8 @@ int main(int argc, char** argv) {
   a.lag = std::min(per_wave, a.num_tiles);
   a.codes_bytes = (round_groups * gb + 255) / 256 * 256;
   a.layout.slot_bytes = (a.codes_bytes + round_groups * 4 + 255) / 256 * 256;
-  std::printf("n=%zu P=%d bits=%d comp=%d: resident blocks %d (%d/SM), tile %d groups, %d tiles, rounds needed %zu\n",
-              n, P, bits, comp, resident, per_sm, a.tile_groups, a.num_tiles,
+  std::printf("n=%zu P=%d bits=%d comp=%s: resident blocks %d (%d/SM), tile %d groups, %d tiles, rounds needed %zu\n",
+              n, P, bits, comp_name.c_str(), resident, per_sm, a.tile_groups, a.num_tiles,
               (gps + round_groups - 1) / round_groups);
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
@@ -113,6 +126,22 @@ int main(int argc, char** argv) {
       best = std::min(best, ms);
     }
     std::printf("  stage %-6s %8.1f us  %6.2f G elements/s  (%s)\n", names[k], best * 1e3, elems[k] / best / 1e6,
+                cudaGetErrorString(cudaGetLastError()));
+  }
+  if (global) {
+    // The global mode's update over the whole message (it runs on the side stream in a call).
+    const int grid = std::max(1, c.sm_count * kAuxBlocksPerSm);
+    float best = 1e30f;
+    for (int rep = 0; rep < 5; ++rep) {
+      cudaEventRecord(e0);
+      compensator_update(a, grid, nullptr);
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      best = std::min(best, ms);
+    }
+    std::printf("  update %8.1f us  %6.2f G elements/s  (%s)\n", best * 1e3, static_cast<double>(n) / best / 1e6,
                 cudaGetErrorString(cudaGetLastError()));
   }
   // Bandwidth calibration: a device-local copy of the message.

@@ -11,14 +11,21 @@ namespace {
 
 using namespace device;
 
-constexpr int kUpdateLane = 16;
+// Eight elements per lane and four resident blocks per multiprocessor: every lane has its six
+// 16-byte loads (stash, output, two fp32 state words each; bf16 state: one each) in flight at once,
+// and 32 warps per multiprocessor keep enough of them outstanding to stream at memory speed.
+constexpr int kUpdateLane = 8;
 
 template <DType D>
-__global__ void __launch_bounds__(kBlockThreads) compensator_update_kernel(CallArgs a) {
+__global__ void __launch_bounds__(kBlockThreads, kAuxBlocksPerSm) compensator_update_kernel(CallArgs a) {
   constexpr int E = kUpdateLane;
   const bool fresh = *a.comp.fresh != 0;
   const bool out_aligned = (reinterpret_cast<std::uintptr_t>(a.out) & 15u) == 0;
   const float p = static_cast<float>(a.ranks);
+  // y / P: for a power-of-two P the product with 1 / P is the same correctly rounded quotient (and
+  // the same NaN: only a NaN y gives one, either way), one multiplication instead of a division.
+  const bool pow2 = (a.ranks & (a.ranks - 1)) == 0;
+  const float inv_p = 1.0f / p;
   const std::size_t lanes = (a.count + E - 1) / E;
   for (std::size_t l = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; l < lanes;
        l += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
@@ -31,7 +38,13 @@ __global__ void __launch_bounds__(kBlockThreads) compensator_update_kernel(CallA
     apply_compensation<E>(a.comp, fresh, m1, m2, x);
     float u[E];
 #pragma unroll
-    for (int k = 0; k < E; ++k) u[k] = fsub(x[k], fdiv(y[k], p));
+    for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[k], pow2 ? __fmul_rn(y[k], inv_p) : __fdiv_rn(y[k], p));
+    if (any_nan<E>(u)) {  // the x86 NaN rules for the lane's NaN results only
+#pragma unroll
+      for (int k = 0; k < E; ++k) {
+        if (u[k] != u[k]) u[k] = fsub(x[k], pow2 ? fmul(y[k], inv_p) : fdiv(y[k], p));
+      }
+    }
     update_state<E>(a.comp, u, m1, m2);
     store_state<E>(a.comp, e0, valid, m1, m2);
   }

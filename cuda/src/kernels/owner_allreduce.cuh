@@ -140,18 +140,20 @@ struct OwnerStages {
     group_bytes = static_cast<std::size_t>(a.group) * BITS / 8;
   }
 
-  __device__ LaneGroup lane_group(std::size_t base, std::size_t end) const {
+  template <int LE>
+  __device__ LaneGroup lane_group_of(const LaneMap<LE>& m, std::size_t base, std::size_t end) const {
     LaneGroup g;
-    g.grp = base + lm.group_slot;
+    g.grp = base + m.group_slot;
     g.active = g.grp < end;
-    g.e0 = g.grp * a.group + static_cast<std::size_t>(lm.lane_in_group) * E;
+    g.e0 = g.grp * a.group + static_cast<std::size_t>(m.lane_in_group) * LE;
     g.valid = 0;
     if (g.active && g.e0 < a.count) {
       const std::size_t left = a.count - g.e0;
-      g.valid = left < static_cast<std::size_t>(E) ? static_cast<int>(left) : E;
+      g.valid = left < static_cast<std::size_t>(LE) ? static_cast<int>(left) : LE;
     }
     return g;
   }
+  __device__ LaneGroup lane_group(std::size_t base, std::size_t end) const { return lane_group_of(lm, base, end); }
 
   // The input words of the block iteration at `base` of a tile ending at `end`: with prefetching,
   // the ones `next` already holds (and `next` is reloaded for the following iteration); without,
@@ -183,9 +185,9 @@ struct OwnerStages {
   // thread (measured on the stage probe: tail 355 -> 317 us at 1 GiB; the same prefetch of input
   // and state in push and reduce made those stages slower, so they do without).
   __device__ __forceinline__ void prefetch_slot(const unsigned char* slot, std::size_t lg_base, std::size_t it,
-                                                std::size_t end) const {
+                                                std::size_t end, int groups_per_block) const {
     if (it >= end) return;
-    const std::size_t last = it + lm.groups_per_block < end ? it + lm.groups_per_block : end;
+    const std::size_t last = it + groups_per_block < end ? it + groups_per_block : end;
     const std::size_t g0 = it - lg_base, n = last - it;
     prefetch_l2(slot + g0 * group_bytes, n * group_bytes);
     const std::size_t pw = symmetric ? 2 : 4;
@@ -259,12 +261,22 @@ struct OwnerStages {
         const DecodeParams dp = decode_params_of(map, symmetric, BITS);
         float q[E];
         codes.code_values(q);  // from the packed codes: fewer live registers than `bits`
+        // Plain operations, then the x86 NaN rules for the lane's NaN results only (any_nan).
         float u[E];
 #pragma unroll
         for (int k = 0; k < E; ++k) {
           float v = map.poisoned ? decode(dp.s, dp.z, 0u) : decode_finite_value(dp.s, dp.z, q[k]);
-          if (a.backward) v = fmul(v, sc.unscale);
-          u[k] = fsub(x[k], v);
+          if (a.backward) v = __fmul_rn(v, sc.unscale);
+          u[k] = __fsub_rn(x[k], v);
+        }
+        if (any_nan<E>(u)) {
+#pragma unroll
+          for (int k = 0; k < E; ++k) {
+            if (u[k] == u[k]) continue;
+            float v = map.poisoned ? decode(dp.s, dp.z, 0u) : decode_finite_value(dp.s, dp.z, q[k]);
+            if (a.backward) v = fmul(v, sc.unscale);
+            u[k] = fsub(x[k], v);
+          }
         }
         update_state<E>(a.comp, u, m1, m2);
         store_state<E>(a.comp, g.e0, g.valid, m1, m2);
@@ -415,7 +427,13 @@ struct OwnerStages {
         // Local residual of the owner: its gather error, u = acc - y (gradient units).
         float u[E];
 #pragma unroll
-        for (int k = 0; k < E; ++k) u[k] = fsub(a.backward ? fmul(acc[k], sc.unscale) : acc[k], y[k]);
+        for (int k = 0; k < E; ++k) u[k] = __fsub_rn(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
+        if (any_nan<E>(u)) {
+#pragma unroll
+          for (int k = 0; k < E; ++k) {
+            if (u[k] != u[k]) u[k] = fsub(a.backward ? fmul(acc[k], sc.unscale) : acc[k], y[k]);
+          }
+        }
         update_state<E>(a.comp, u, m1, m2);
         store_state<E>(a.comp, g.e0, g.valid, m1, m2);
       }
@@ -431,8 +449,13 @@ struct OwnerStages {
   }
 
   // Stage tail: owner's gathered tile into the output. Codes and parameters of the next block
-  // iteration are loaded before the current one is decoded.
+  // iteration are loaded before the current one is decoded. The tail holds no compensator state,
+  // so the compensated 8-element variants run it on 16-element lanes like the uncompensated ones
+  // (half the per-lane work: addressing, parameter decode, loop control).
+  static constexpr int kTailE = E == 8 ? 16 : E;
   __device__ bool tail(int owner, int tile) {
+    using TCodes = PackedCodes<BITS, kTailE>;
+    const LaneMap<kTailE> tm(a.group);
     const TileRange tr = tile_range(a, owner, tile);
     if (tr.first == tr.end) return true;
     char* own = a.peer_base[a.rank];
@@ -445,48 +468,48 @@ struct OwnerStages {
                                 static_cast<std::size_t>(owner) * a.layout.slot_bytes;
     const std::size_t lg_base = seg_first + a.round_group_begin;
     if (threadIdx.x == 0) {
-      prefetch_slot(slot, lg_base, tr.first, tr.end);
-      prefetch_slot(slot, lg_base, tr.first + lm.groups_per_block, tr.end);
+      prefetch_slot(slot, lg_base, tr.first, tr.end, tm.groups_per_block);
+      prefetch_slot(slot, lg_base, tr.first + tm.groups_per_block, tr.end, tm.groups_per_block);
     }
-    Codes next_codes;
+    TCodes next_codes;
     unsigned next_word = 0u;
     {
-      const LaneGroup g = lane_group(tr.first, tr.end);
+      const LaneGroup g = lane_group_of(tm, tr.first, tr.end);
       if (g.active) {
         next_word = load_param_word(slot + a.codes_bytes, g.grp - lg_base, symmetric);
-        next_codes.load(slot + (g.grp - lg_base) * group_bytes + lm.lane_in_group * Codes::kBytes);
+        next_codes.load(slot + (g.grp - lg_base) * group_bytes + tm.lane_in_group * TCodes::kBytes);
       }
     }
-    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block) {
-      if (threadIdx.x == 0) prefetch_slot(slot, lg_base, base + 2 * lm.groups_per_block, tr.end);
-      const LaneGroup g = lane_group(base, tr.end);
-      const Codes c = next_codes;
+    for (std::size_t base = tr.first; base < tr.end; base += tm.groups_per_block) {
+      if (threadIdx.x == 0) prefetch_slot(slot, lg_base, base + 2 * tm.groups_per_block, tr.end, tm.groups_per_block);
+      const LaneGroup g = lane_group_of(tm, base, tr.end);
+      const TCodes c = next_codes;
       const unsigned word = next_word;
-      if (base + lm.groups_per_block < tr.end) {
-        const LaneGroup n = lane_group(base + lm.groups_per_block, tr.end);
+      if (base + tm.groups_per_block < tr.end) {
+        const LaneGroup n = lane_group_of(tm, base + tm.groups_per_block, tr.end);
         if (n.active) {
           next_word = load_param_word(slot + a.codes_bytes, n.grp - lg_base, symmetric);
-          next_codes.load(slot + (n.grp - lg_base) * group_bytes + lm.lane_in_group * Codes::kBytes);
+          next_codes.load(slot + (n.grp - lg_base) * group_bytes + tm.lane_in_group * TCodes::kBytes);
         }
       }
       if (!g.active) continue;
       const DecodeParams dp = params_of_word(word, symmetric, BITS);
-      float y[E];
+      float y[kTailE];
       if (dp.s != dp.s) {
         // Poisoned group: every element is the scale's NaN; stored through the NaN rule.
 #pragma unroll
-        for (int k = 0; k < E; ++k) y[k] = poisoned_value(dp.s);
-        store_elems<D, E>(a.out, g.e0, g.valid, out_aligned, y);
+        for (int k = 0; k < kTailE; ++k) y[k] = poisoned_value(dp.s);
+        store_elems<D, kTailE>(a.out, g.e0, g.valid, out_aligned, y);
       } else {
-        float q[E];
+        float q[kTailE];
         c.code_values(q);
 #pragma unroll
-        for (int k = 0; k < E; ++k) {
+        for (int k = 0; k < kTailE; ++k) {
           float v = decode_finite_value(dp.s, dp.z, q[k]);
           if (a.backward) v = __fmul_rn(v, sc.unscale);  // finite times a power of two: no NaN
           y[k] = v;
         }
-        store_elems<D, E, true>(a.out, g.e0, g.valid, out_aligned, y);
+        store_elems<D, kTailE, true>(a.out, g.e0, g.valid, out_aligned, y);
       }
     }
     __syncthreads();  // the next job's wait reuses shared state

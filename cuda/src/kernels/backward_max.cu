@@ -11,10 +11,10 @@ namespace {
 
 using namespace device;
 
-constexpr int kMaxLane = 16;
+constexpr int kMaxLane = 8;
 
 template <DType D>
-__global__ void __launch_bounds__(kBlockThreads) backward_max_kernel(CallArgs a) {
+__global__ void __launch_bounds__(kBlockThreads, kAuxBlocksPerSm) backward_max_kernel(CallArgs a) {
   constexpr int E = kMaxLane;
   __shared__ unsigned warp_max[kWarpsPerBlock];
   const unsigned long long epoch = a.control->seq + 1;  // the call's epoch; not advanced here

@@ -298,11 +298,24 @@ cudaError_t exact_allreduce_preload() {
                        reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat16>)});
 }
 
+// The fewest resident blocks per multiprocessor of the three dtype variants (they differ in
+// registers): ranks sharing a GPU each launch their share of this many, and a share sized by a
+// larger count would leave the last rank on the GPU without a resident block while the others spin
+// waiting for its lines.
 int exact_allreduce_max_blocks_per_sm() {
-  int n = 1;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &n, reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat32>), kBlockThreads, 0);
-  return n < 1 ? 1 : n;
+  const void* fns[] = {reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat32>),
+                       reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16>),
+                       reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat16>)};
+  int fewest = 0;
+  for (const void* fn : fns) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kBlockThreads, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      n = 1;
+    }
+    fewest = fewest == 0 || n < fewest ? n : fewest;
+  }
+  return fewest < 1 ? 1 : fewest;
 }
 
 cudaError_t exact_allreduce(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {

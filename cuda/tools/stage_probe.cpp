@@ -103,16 +103,19 @@ int main(int argc, char** argv) {
   a.lag = std::min(per_wave, a.num_tiles);
   a.codes_bytes = (round_groups * gb + 255) / 256 * 256;
   a.layout.slot_bytes = (a.codes_bytes + round_groups * 4 + 255) / 256 * 256;
-  std::printf("n=%zu P=%d bits=%d comp=%s: resident blocks %d (%d/SM), tile %d groups, %d tiles, rounds needed %zu\n",
-              n, P, bits, comp_name.c_str(), resident, per_sm, a.tile_groups, a.num_tiles,
-              (gps + round_groups - 1) / round_groups);
+  const std::size_t rounds = (gps + round_groups - 1) / round_groups;
+  std::printf("n=%zu P=%d bits=%d comp=%s: resident blocks %d (%d/SM), tile %d groups, %d tiles, rounds needed %zu%s\n",
+              n, P, bits, comp_name.c_str(), resident, per_sm, a.tile_groups, a.num_tiles, rounds,
+              rounds > 1 ? " (each stage runs the first round only: times and rates cover that round)" : "");
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   const char* names[3] = {"push", "reduce", "tail"};
   const int stages[3] = {kStagePush, kStageReduce, kStageTail};
-  const double elems[3] = {static_cast<double>(n) * (P - 1) / P, static_cast<double>(n) / P,
-                           static_cast<double>(n) * (P - 1) / P};
+  // Elements one launch covers: the first round of every segment.
+  const double share = rounds > 1 ? static_cast<double>(round_groups) / static_cast<double>(gps) : 1.0;
+  const double elems[3] = {share * static_cast<double>(n) * (P - 1) / P, share * static_cast<double>(n) / P,
+                           share * static_cast<double>(n) * (P - 1) / P};
   for (int k = 0; k < 3; ++k) {
     a.stages = stages[k];
     float best = 1e30f;

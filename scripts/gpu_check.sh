@@ -3,7 +3,8 @@
 # (or ./gpu-check-out). Stages run in the order given (default: build test bench):
 #   build      configure + build echotk and the GPU tests (sm_90, Release)
 #   test       ctest -L gpu (bit-exact sweep, device API, graph replay, 10,000 calls, timeout,
-#              NCCL transport, both process models)
+#              NCCL transport, both process models); on several GPUs the bit-exact sweep once
+#              more with every rank on GPU 0
 #   sanitize   compute-sanitizer memcheck and racecheck on a reduced device-API test
 #   bench      echotk bench, 64 KiB .. 1 GiB bf16, all rows, appended to docs/bench-<date>.md
 #   bench-bg   the same under background peer-to-peer traffic (duty from BENCH_DUTY, default 0.5)
@@ -59,6 +60,14 @@ stage_test() {
     rc=$?
     note "$t: rc=$rc $(grep -E 'Test module|failure|error' "$out/test-$t.log" | grep -v 'no errors' | head -8 | tr '\n' ' ')"
   done
+  # Every rank on one GPU is the stress case for kernels that must fit beside spinning peers
+  # (launch.h, kAuxBlocksPerSm): run the bit-exact suite that way too where there are several.
+  if (( $(nvidia-smi -L 2>/dev/null | wc -l) > 1 )); then
+    CUDA_VISIBLE_DEVICES=0 timeout ${TEST_TIMEOUT:-400} "$build/bin/cuda_bitexact" --log_level=test_suite \
+      --report_level=short >"$out/test-cuda_bitexact-one-gpu.log" 2>&1
+    rc=$?
+    note "cuda_bitexact, every rank on GPU 0: rc=$rc $(grep -E 'Test module|failure|error' "$out/test-cuda_bitexact-one-gpu.log" | grep -v 'no errors' | head -8 | tr '\n' ' ')"
+  fi
   timeout 300 "$root/tests/cuda/run_multiprocess.sh" "$build/bin/echo_cuda_multiprocess" >"$out/test-multiprocess.log" 2>&1
   note "multiprocess: rc=$? $(grep -E 'launcher|differ|rank' "$out/test-multiprocess.log" | tr '\n' ' ' | cut -c1-1000)"
 }

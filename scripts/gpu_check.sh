@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds, tests and benchmarks the CUDA library on the GPU machine in one go; logs go to $OUT
-# (or ./gpu-check-out). Stages run in the order given (default: build test bench):
+# (or ./gpu-check-out). Stages run in the order given (default: build test replay bench):
 #   build      configure + build echotk and the GPU tests (sm_90, Release)
 #   test       ctest -L gpu (bit-exact sweep, device API, graph replay, 10,000 calls, timeout,
 #              NCCL transport, both process models); on several GPUs the bit-exact sweep once
 #              more with every rank on GPU 0
+#   replay     scripts/replay_parity.sh: `echotk replay --backend cuda` against `--backend cpu` on
+#              four traces (P = 2, 3, 4, the recorded SmolLM2 one) in twelve configurations,
+#              /outputs compared bit for bit
 #   sanitize   compute-sanitizer memcheck and racecheck on a reduced device-API test
 #   bench      echotk bench, 64 KiB .. 1 GiB bf16, all rows, appended to docs/bench-<date>.md
 #   bench-bg   the same under background peer-to-peer traffic (duty from BENCH_DUTY, default 0.5)
@@ -23,7 +26,7 @@ build=${BUILD_DIR:-$root/build-gpu}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 stages=("$@")
-(( ${#stages[@]} )) || stages=(build test bench)
+(( ${#stages[@]} )) || stages=(build test replay bench)
 date_tag=$(date -u +%Y-%m-%d)
 summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
@@ -70,6 +73,14 @@ stage_test() {
   fi
   timeout 300 "$root/tests/cuda/run_multiprocess.sh" "$build/bin/echo_cuda_multiprocess" >"$out/test-multiprocess.log" 2>&1
   note "multiprocess: rc=$? $(grep -E 'launcher|differ|rank' "$out/test-multiprocess.log" | tr '\n' ' ' | cut -c1-1000)"
+}
+
+stage_replay() {
+  local work
+  work=$(mktemp -d)
+  "$root/scripts/replay_parity.sh" "$build" "$work" >"$out/replay-parity.log" 2>&1
+  note "replay parity: rc=$? $(tail -1 "$out/replay-parity.log"); $(grep -c '^FAIL' "$out/replay-parity.log") failing"
+  rm -rf "$work"
 }
 
 stage_probe() {

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# `echotk replay --backend cuda` against `--backend cpu` on the same traces: every configuration's
+# /outputs (every rank's result of every site and pass) must be bitwise the same.
+#   scripts/replay_parity.sh [BUILD_DIR] [OUT_DIR]
+# Traces: the bundled synthetic one (P = 4, n = 1600), the recorded SmolLM2 one (P = 4, n = 9216,
+# 60 sites) and two written here with data/examples/write_example_trace.py (P = 2, n = 1313 and
+# P = 3, n = 8973: sizes that are no multiple of the group). Configurations cover every quantizer,
+# bit width, compensator mode, residual mode, dtype and state dtype, and the exact small-message
+# path. Needs python3 with h5py and numpy (trace writing and the comparison).
+#   ECHO_PARITY_BACKENDS  the two backends compared (default "cpu cuda"; "cpu cpu" checks the
+#                         script itself on a machine without a GPU)
+# Exit status: 0 when every configuration matches, 1 otherwise.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+out=${2:-$build/replay-parity}
+echotk=$build/bin/echotk
+read -r backend_a backend_b <<<"${ECHO_PARITY_BACKENDS:-cpu cuda}"
+[[ -x $echotk ]] || { echo "replay_parity: $echotk not found (build first)" >&2; exit 1; }
+python3 -c "import h5py, numpy" 2>/dev/null || { echo "replay_parity: python3 lacks h5py/numpy" >&2; exit 1; }
+mkdir -p "$out"
+
+python3 "$root/data/examples/write_example_trace.py" "$out/synthetic_p2.h5" --ranks 2 --tokens 13 --hidden 101 \
+  --seed 7 >/dev/null || exit 1
+python3 "$root/data/examples/write_example_trace.py" "$out/synthetic_p3.h5" --ranks 3 --tokens 9 --hidden 997 \
+  --dtype float16 --seed 8 >/dev/null || exit 1
+traces=("$out/synthetic_p2.h5" "$out/synthetic_p3.h5" "$root/data/examples/synthetic_p4.h5"
+        "$root/data/smollm2/trace-p4-moby-2x16.h5")
+
+# One line per configuration: echotk replay options.
+configs=(
+  "--quantizer zero-aware --bits 4 --compensator dual --dtype bf16"
+  "--quantizer zero-aware --bits 4 --compensator dual --residual local --dtype bf16"
+  "--quantizer zero-aware --bits 8 --compensator single --dtype fp16"
+  "--quantizer zero-aware --bits 4 --compensator off --dtype fp32"
+  "--quantizer naive --bits 4 --compensator dual --residual local --dtype fp16"
+  "--quantizer naive --bits 8 --compensator off --dtype bf16"
+  "--quantizer symmetric --bits 4 --compensator single --residual local --dtype fp32"
+  "--quantizer symmetric --bits 8 --compensator dual --dtype bf16"
+  "--quantizer zero-aware --bits 4 --compensator dual --state-dtype bf16 --dtype bf16"
+  "--quantizer zero-aware --bits 4 --compensator dual --residual local --state-dtype bf16 --dtype fp16"
+  "--quantizer zero-aware --bits 4 --compensator dual --exact-max-count 4096 --dtype bf16"
+  "--quantizer zero-aware --bits 8 --compensator dual --residual local --exact-max-count 100000 --dtype fp32"
+)
+
+compare() {  # compare FILE_A FILE_B: prints "same" or where the first bits differ
+  python3 - "$1" "$2" <<'PY'
+import sys
+import h5py
+import numpy as np
+with h5py.File(sys.argv[1], "r") as fa, h5py.File(sys.argv[2], "r") as fb:
+    a = fa["/outputs"][...].view(np.uint32)
+    b = fb["/outputs"][...].view(np.uint32)
+if a.shape != b.shape:
+    print(f"shapes differ: {a.shape} vs {b.shape}")
+    sys.exit(1)
+diff = np.argwhere(a != b)
+if len(diff) == 0:
+    print(f"same ({a.size} outputs)")
+    sys.exit(0)
+p, s, r, e = diff[0]
+print(f"{len(diff)} of {a.size} outputs differ; first at pass {p} site {s} rank {r} element {e}: "
+      f"{a[p, s, r, e]:#010x} vs {b[p, s, r, e]:#010x}")
+sys.exit(1)
+PY
+}
+
+failed=0
+total=0
+for trace in "${traces[@]}"; do
+  name=$(basename "$trace" .h5)
+  for i in "${!configs[@]}"; do
+    total=$((total + 1))
+    cfg=${configs[$i]}
+    res=()
+    for be in "$backend_a" "$backend_b"; do
+      f="$out/$name-$i-$be.h5"
+      [[ $backend_a == "$backend_b" && $be == "$backend_b" ]] && f="$out/$name-$i-$be-again.h5"
+      # shellcheck disable=SC2086
+      if ! "$echotk" replay "$trace" --backend "$be" --save-outputs --quiet $cfg --out "$f" >"$f.log" 2>&1; then
+        echo "FAIL $name [$cfg] $be: $(tail -1 "$f.log")"
+        failed=$((failed + 1))
+        continue 2
+      fi
+      res+=("$f")
+    done
+    if verdict=$(compare "${res[0]}" "${res[1]}"); then
+      echo "ok   $name [$cfg]: $verdict"
+    else
+      echo "FAIL $name [$cfg]: $verdict"
+      failed=$((failed + 1))
+    fi
+    rm -f "${res[@]}"
+  done
+done
+echo "replay parity ($backend_a vs $backend_b): $((total - failed)) of $total configurations bitwise the same"
+(( failed == 0 ))

@@ -6,7 +6,7 @@
 #              NCCL transport, both process models); on several GPUs the bit-exact sweep once
 #              more with every rank on GPU 0
 #   replay     scripts/replay_parity.sh: `echotk replay --backend cuda` against `--backend cpu` on
-#              four traces (P = 2, 3, 4, the recorded SmolLM2 one) in twelve configurations,
+#              five traces (P = 2, 3, 4, 8, the recorded SmolLM2 one) in twelve configurations,
 #              /outputs compared bit for bit
 #   sanitize   compute-sanitizer memcheck and racecheck on a reduced device-API test
 #   bench      echotk bench, 64 KiB .. 1 GiB bf16, all rows, appended to docs/bench-<date>.md

@@ -3,8 +3,9 @@
 # /outputs (every rank's result of every site and pass) must be bitwise the same.
 #   scripts/replay_parity.sh [BUILD_DIR] [OUT_DIR]
 # Traces: the bundled synthetic one (P = 4, n = 1600), the recorded SmolLM2 one (P = 4, n = 9216,
-# 60 sites) and two written here with data/examples/write_example_trace.py (P = 2, n = 1313 and
-# P = 3, n = 8973: sizes that are no multiple of the group). Configurations cover every quantizer,
+# 60 sites) and three written here with data/examples/write_example_trace.py (P = 2, n = 1313;
+# P = 3, n = 8973; P = 8, n = 1015: sizes that are no multiple of the group; ranks share the GPUs
+# when there are fewer). Configurations cover every quantizer,
 # bit width, compensator mode, residual mode, dtype and state dtype, and the exact small-message
 # path. Needs python3 with h5py and numpy (trace writing and the comparison).
 #   ECHO_PARITY_BACKENDS  the two backends compared (default "cpu cuda"; "cpu cpu" checks the
@@ -24,8 +25,10 @@ python3 "$root/data/examples/write_example_trace.py" "$out/synthetic_p2.h5" --ra
   --seed 7 >/dev/null || exit 1
 python3 "$root/data/examples/write_example_trace.py" "$out/synthetic_p3.h5" --ranks 3 --tokens 9 --hidden 997 \
   --dtype float16 --seed 8 >/dev/null || exit 1
+python3 "$root/data/examples/write_example_trace.py" "$out/synthetic_p8.h5" --ranks 8 --tokens 5 --hidden 203 \
+  --seed 9 >/dev/null || exit 1
 traces=("$out/synthetic_p2.h5" "$out/synthetic_p3.h5" "$root/data/examples/synthetic_p4.h5"
-        "$root/data/smollm2/trace-p4-moby-2x16.h5")
+        "$root/data/smollm2/trace-p4-moby-2x16.h5" "$out/synthetic_p8.h5")
 
 # One line per configuration: echotk replay options.
 configs=(

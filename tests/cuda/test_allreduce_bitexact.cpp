@@ -169,6 +169,27 @@ BOOST_AUTO_TEST_CASE(compensated_single_and_dual_both_residual_modes) {
   }
 }
 
+// Five to eight ranks, up to the most the library takes (kMaxRanks), on whatever GPUs are present
+// (ranks share them): flags, tiles and workspace layouts past P = 4, on the quantized and the exact
+// path, compensated or not, forward and backward, and the library's exact-path default for that P.
+BOOST_AUTO_TEST_CASE(five_to_eight_ranks_sharing_gpus) {
+  if (!have_gpu()) return;
+  for (int p : {5, 8}) {
+    check_case({QuantizerKind::kZeroAware, 4, CompensatorMode::kOff, ResidualMode::kGlobal, DType::kBFloat16, p},
+               {1, 1000, 65537, 300001}, 1, 2);
+    for (ResidualMode res : {ResidualMode::kGlobal, ResidualMode::kLocal}) {
+      check_case({QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, res, DType::kBFloat16, p}, {12345, 300001},
+                 2, 3);
+    }
+    check_case({QuantizerKind::kSymmetric, 8, CompensatorMode::kSingle, ResidualMode::kGlobal, DType::kFloat16, p,
+                Direction::kBackward},
+               {12345, 100003}, 2, 3);
+    Case exact{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, ResidualMode::kLocal, DType::kBFloat16, p};
+    exact.exact_max_count = cuda::default_exact_max_count(p);
+    check_case(exact, {1000, exact.exact_max_count, exact.exact_max_count + 1}, 1, 2);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(long_pass_56_sites) {
   if (!have_gpu()) return;
   check_case({QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, ResidualMode::kGlobal, DType::kBFloat16, 4},

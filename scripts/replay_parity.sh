@@ -7,10 +7,11 @@
 # P = 3, n = 8973; P = 8, n = 1015: sizes that are no multiple of the group; ranks share the GPUs
 # when there are fewer). Configurations cover every quantizer,
 # bit width, compensator mode, residual mode, dtype and state dtype, and the exact small-message
-# path. Needs python3 with h5py and numpy (trace writing and the comparison).
+# path. Needs Python with h5py and numpy (trace writing and the comparison).
 #   ECHO_PARITY_BACKENDS  the two backends compared (default "cpu cuda"; "cpu cpu" checks the
-#                         script itself on a machine without a GPU)
-# Exit status: 0 when every configuration matches, 1 otherwise.
+#                         script and the reference's run-to-run determinism without a GPU)
+#   PYTHON                interpreter with h5py and numpy (default python3)
+# Exit status: 0 when every configuration matches, 1 otherwise, 77 without h5py/numpy.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -18,14 +19,15 @@ out=${2:-$build/replay-parity}
 echotk=$build/bin/echotk
 read -r backend_a backend_b <<<"${ECHO_PARITY_BACKENDS:-cpu cuda}"
 [[ -x $echotk ]] || { echo "replay_parity: $echotk not found (build first)" >&2; exit 1; }
-python3 -c "import h5py, numpy" 2>/dev/null || { echo "replay_parity: python3 lacks h5py/numpy" >&2; exit 1; }
+python=${PYTHON:-python3}
+"$python" -c "import h5py, numpy" 2>/dev/null || { echo "replay_parity: $python lacks h5py/numpy" >&2; exit 77; }
 mkdir -p "$out"
 
-python3 "$root/data/examples/write_example_trace.py" "$out/synthetic_p2.h5" --ranks 2 --tokens 13 --hidden 101 \
+"$python" "$root/data/examples/write_example_trace.py" "$out/synthetic_p2.h5" --ranks 2 --tokens 13 --hidden 101 \
   --seed 7 >/dev/null || exit 1
-python3 "$root/data/examples/write_example_trace.py" "$out/synthetic_p3.h5" --ranks 3 --tokens 9 --hidden 997 \
+"$python" "$root/data/examples/write_example_trace.py" "$out/synthetic_p3.h5" --ranks 3 --tokens 9 --hidden 997 \
   --dtype float16 --seed 8 >/dev/null || exit 1
-python3 "$root/data/examples/write_example_trace.py" "$out/synthetic_p8.h5" --ranks 8 --tokens 5 --hidden 203 \
+"$python" "$root/data/examples/write_example_trace.py" "$out/synthetic_p8.h5" --ranks 8 --tokens 5 --hidden 203 \
   --seed 9 >/dev/null || exit 1
 traces=("$out/synthetic_p2.h5" "$out/synthetic_p3.h5" "$root/data/examples/synthetic_p4.h5"
         "$root/data/smollm2/trace-p4-moby-2x16.h5" "$out/synthetic_p8.h5")
@@ -47,7 +49,7 @@ configs=(
 )
 
 compare() {  # compare FILE_A FILE_B: prints "same" or where the first bits differ
-  python3 - "$1" "$2" <<'PY'
+  "$python" - "$1" "$2" <<'PY'
 import sys
 import h5py
 import numpy as np
@@ -76,9 +78,9 @@ for trace in "${traces[@]}"; do
     total=$((total + 1))
     cfg=${configs[$i]}
     res=()
-    for be in "$backend_a" "$backend_b"; do
-      f="$out/$name-$i-$be.h5"
-      [[ $backend_a == "$backend_b" && $be == "$backend_b" ]] && f="$out/$name-$i-$be-again.h5"
+    for run in a b; do
+      [[ $run == a ]] && be=$backend_a || be=$backend_b
+      f="$out/$name-$i-$run-$be.h5"
       # shellcheck disable=SC2086
       if ! "$echotk" replay "$trace" --backend "$be" --save-outputs --quiet $cfg --out "$f" >"$f.log" 2>&1; then
         echo "FAIL $name [$cfg] $be: $(tail -1 "$f.log")"

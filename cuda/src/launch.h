@@ -29,6 +29,17 @@ inline cudaError_t load_kernels(std::initializer_list<const void*> fns) {
   return load_kernels(fns.begin(), fns.size());
 }
 
+// Resident blocks of kBlockThreads per multiprocessor of a kernel, at least 1 (1 when the query
+// fails: the caller then sizes for the fewest).
+inline int resident_blocks_per_sm(const void* fn) {
+  int n = 0;
+  if (fn == nullptr || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kBlockThreads, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return n < 1 ? 1 : n;
+}
+
 // Load every kernel variant into the current device's context. Called when a communicator is
 // created: with lazy module loading, a first launch inside a call may synchronize the context
 // while a kernel of this rank already spins on a peer's flag, which would deadlock.

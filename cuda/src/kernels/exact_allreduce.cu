@@ -20,6 +20,8 @@
 // never the ones the peer is still reading. A reader zeroes every line it consumed, so a line holds
 // either flag 0 (never a valid flag) or data of the current or the next call of its parity: a stale
 // line can never pass for a new one, however many launches lie in between.
+#include <algorithm>
+
 #include "kernel_args.h"
 #include "lane_ops.cuh"
 #include "launch.h"
@@ -306,16 +308,9 @@ int exact_allreduce_max_blocks_per_sm() {
   const void* fns[] = {reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat32>),
                        reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16>),
                        reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat16>)};
-  int fewest = 0;
-  for (const void* fn : fns) {
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kBlockThreads, 0) != cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 1;
-    }
-    fewest = fewest == 0 || n < fewest ? n : fewest;
-  }
-  return fewest < 1 ? 1 : fewest;
+  int fewest = resident_blocks_per_sm(fns[0]);
+  for (const void* fn : fns) fewest = std::min(fewest, resident_blocks_per_sm(fn));
+  return fewest;
 }
 
 cudaError_t exact_allreduce(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {

@@ -606,12 +606,7 @@ int blocks_per_sm_dtype(int bits, int group, bool comp) {
   if (bits == B && e == EE && comp == C) fn = reinterpret_cast<const void*>(owner_allreduce_kernel<DD, B, EE, C>);
   ECHO_OWNER_VARIANTS(ECHO_PICK, D)
 #undef ECHO_PICK
-  int n = 1;
-  if (fn == nullptr || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kBlockThreads, 0) != cudaSuccess) {
-    (void)cudaGetLastError();
-    n = 1;
-  }
-  return n < 1 ? 1 : n;
+  return resident_blocks_per_sm(fn);
 }
 
 // Loads every variant of this dtype into the current context (see preload_kernels).

@@ -56,20 +56,25 @@ stage_build() {
 
 # The GPU test executables run directly (ctest -L gpu does the same where every test target of
 # the project is built; here only the CUDA ones are, to save build time).
+# run_suite LABEL LOG EXE [VAR=VALUE...]: one Boost.Test executable, its verdict in the summary.
+run_suite() {
+  local label=$1 log=$2 exe=$3 rc
+  shift 3
+  env "$@" timeout ${TEST_TIMEOUT:-400} "$build/bin/$exe" --log_level=test_suite --report_level=short >"$log" 2>&1
+  rc=$?
+  note "$label: rc=$rc $(grep -E 'Test module|failure|error' "$log" | grep -v 'no errors' | head -8 | tr '\n' ' ')"
+}
+
 stage_test() {
-  local t rc
+  local t
   for t in cuda_bitexact cuda_device_api; do
-    timeout ${TEST_TIMEOUT:-400} "$build/bin/$t" --log_level=test_suite --report_level=short >"$out/test-$t.log" 2>&1
-    rc=$?
-    note "$t: rc=$rc $(grep -E 'Test module|failure|error' "$out/test-$t.log" | grep -v 'no errors' | head -8 | tr '\n' ' ')"
+    run_suite "$t" "$out/test-$t.log" "$t"
   done
   # Every rank on one GPU is the stress case for kernels that must fit beside spinning peers
   # (launch.h, kAuxBlocksPerSm): run the bit-exact suite that way too where there are several.
   if (( $(nvidia-smi -L 2>/dev/null | wc -l) > 1 )); then
-    CUDA_VISIBLE_DEVICES=0 timeout ${TEST_TIMEOUT:-400} "$build/bin/cuda_bitexact" --log_level=test_suite \
-      --report_level=short >"$out/test-cuda_bitexact-one-gpu.log" 2>&1
-    rc=$?
-    note "cuda_bitexact, every rank on GPU 0: rc=$rc $(grep -E 'Test module|failure|error' "$out/test-cuda_bitexact-one-gpu.log" | grep -v 'no errors' | head -8 | tr '\n' ' ')"
+    run_suite "cuda_bitexact, every rank on GPU 0" "$out/test-cuda_bitexact-one-gpu.log" cuda_bitexact \
+      CUDA_VISIBLE_DEVICES=0
   fi
   timeout 300 "$root/tests/cuda/run_multiprocess.sh" "$build/bin/echo_cuda_multiprocess" >"$out/test-multiprocess.log" 2>&1
   note "multiprocess: rc=$? $(grep -E 'launcher|differ|rank' "$out/test-multiprocess.log" | tr '\n' ' ' | cut -c1-1000)"

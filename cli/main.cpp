@@ -2,9 +2,16 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#ifdef ECHO_CLI_HAS_CUDA_BACKEND
+#include "echo/cuda/communicator.h"
+#endif
 
 int main(int argc, char** argv) {
   using namespace echo::cli;
+#ifdef ECHO_CLI_HAS_CUDA_BACKEND
+  // Replay and bench may put several ranks on one GPU: enough hardware queues for their streams.
+  echo::cuda::request_work_queues();
+#endif
   CLI::App app{"echotk: Echo error-compensated low-bit all-reduce toolkit"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "echotk 0.1.0");

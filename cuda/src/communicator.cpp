@@ -1,6 +1,7 @@
 // Host side of the communicator: workspace layout, creation for both process models, the per-call
 // launch sequence and the schedule cache.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -162,12 +163,35 @@ Status init_local(Communicator* comm) {
   return Status::Ok();
 }
 
+int work_queues() {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (v == nullptr || *v == '\0') return 8;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1) return 8;  // the driver ignores a value it cannot read
+  return static_cast<int>(std::min(n, 32L));
+}
+
+void request_work_queues() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
+
 Status create_group(int ranks, const int* devices, const CommOptions& options, Communicator** comms) {
   if (ranks < 1 || ranks > kMaxRanks) {
     return Status(StatusCode::kInvalidArgument, "ranks must be in [1, 8], got " + std::to_string(ranks));
   }
   if (devices == nullptr || comms == nullptr) {
     return Status(StatusCode::kInvalidArgument, "devices and comms must not be null");
+  }
+  for (int r = 0; r < ranks; ++r) {
+    const int sharing = static_cast<int>(std::count(devices, devices + ranks, devices[r]));
+    if (sharing * kStreamsPerRank > work_queues()) {
+      return Status(StatusCode::kUnsupported,
+                    std::to_string(sharing) + " ranks share GPU " + std::to_string(devices[r]) + ": their " +
+                        std::to_string(sharing * kStreamsPerRank) +
+                        " streams need CUDA_DEVICE_MAX_CONNECTIONS >= " + std::to_string(sharing * kStreamsPerRank) +
+                        " (now " + std::to_string(work_queues()) +
+                        "), set before the first CUDA call (echo::cuda::request_work_queues); with fewer hardware "
+                        "queues one rank's kernel can wait behind another's and the call times out");
+    }
   }
   std::vector<std::unique_ptr<Communicator>> made(ranks);
   for (int r = 0; r < ranks; ++r) {

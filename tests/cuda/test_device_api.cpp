@@ -6,11 +6,19 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <random>
 #include <thread>
 
 #include "device_group.h"
 #include "test_data.h"
+
+// Up to eight ranks share one GPU here: enough hardware queues for their streams, requested
+// before the first CUDA call.
+struct WorkQueues {
+  WorkQueues() { echo::cuda::request_work_queues(); }
+};
+BOOST_TEST_GLOBAL_FIXTURE(WorkQueues);
 
 namespace {
 
@@ -236,6 +244,31 @@ BOOST_AUTO_TEST_CASE(missing_peer_times_out_with_rank_tile_stage) {
     cudaSetDevice(g.devices[r]);
     cudaStreamDestroy(g.streams[r]);
     cuda::destroy(g.comms[r]);
+  }
+}
+
+// More ranks on one GPU than its hardware queues serve (two streams each) are refused with a
+// message naming the variable, before any device work. The check reads the environment, so this
+// runs without a GPU as well; the process's own queue count is left as it was.
+BOOST_AUTO_TEST_CASE(too_many_ranks_for_the_work_queues_are_refused) {
+  const char* before = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4", 1);
+  BOOST_CHECK_EQUAL(cuda::work_queues(), 4);
+  const int devices[3] = {0, 0, 0};
+  cuda::Communicator* comms[3] = {nullptr, nullptr, nullptr};
+  const Status s = cuda::create_group(3, devices, cuda::CommOptions{}, comms);
+  BOOST_CHECK(s.code() == StatusCode::kUnsupported);
+  BOOST_TEST_MESSAGE("refusal: " << s.message());
+  BOOST_CHECK(s.message().find("3 ranks share GPU 0") != std::string::npos);
+  BOOST_CHECK(s.message().find("CUDA_DEVICE_MAX_CONNECTIONS >= 6") != std::string::npos);
+  BOOST_CHECK(comms[0] == nullptr);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "not a number", 1);
+  BOOST_CHECK_EQUAL(cuda::work_queues(), 8);  // the driver's default
+  if (before != nullptr) {
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved.c_str(), 1);
+  } else {
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
   }
 }
 

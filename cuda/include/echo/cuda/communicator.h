@@ -57,10 +57,25 @@ inline constexpr std::size_t default_exact_max_count(int ranks) {
   return n;
 }
 
+// Hardware work queues from the host to each GPU: the driver reads CUDA_DEVICE_MAX_CONNECTIONS
+// when it creates a context (default 8, at most 32). Every rank issues work on two streams of its
+// GPU (the caller's and the library's side stream). When the streams of the ranks sharing a GPU
+// outnumber the queues, streams share a queue, and a rank's kernel can wait in it behind another
+// rank's kernel that spins until the first has run: the call times out. create_group refuses such
+// a group (kUnsupported, naming the variable).
+inline constexpr int kStreamsPerRank = 2;
+// The queue count the environment asks for (8 when CUDA_DEVICE_MAX_CONNECTIONS is unset).
+int work_queues();
+// Sets CUDA_DEVICE_MAX_CONNECTIONS to 32 unless the environment already sets it. Programs that put
+// more than four ranks on one GPU call it before their first CUDA call (later it has no effect on
+// a context that already exists).
+void request_work_queues();
+
 class Communicator;
 struct CompensatorBuffers;
 
-// Single process: ranks[r] of comms lives on devices[r]; several ranks may share one device.
+// Single process: ranks[r] of comms lives on devices[r]; several ranks may share one device (at
+// most work_queues() / kStreamsPerRank of them).
 Status create_group(int ranks, const int* devices, const CommOptions& options, Communicator** comms);
 // One process per GPU: `nccl` spans the ranks; the current device is this rank's GPU.
 Status create_from_nccl(ncclComm_t nccl, const CommOptions& options, Communicator** comm);

@@ -96,6 +96,16 @@ __device__ __forceinline__ void store_f32(float* p, int valid, const float (&v)[
   }
 }
 
+// store_f32 of values that may hold a NaN with any payload (x'): NaNs stored as the canonical one.
+template <int E>
+__device__ __forceinline__ void store_f32_canonical(float* p, int valid, const float (&v)[E]) {
+  float c[E];
+#pragma unroll
+  for (int k = 0; k < E; ++k) c[k] = v[k];
+  canonicalize_lane<E>(c);
+  store_f32<E>(p, valid, c);
+}
+
 // bf16 arrays we allocate ourselves (bf16 compensator state): a lane of E elements starts at a
 // multiple of E, so whole lanes are 8-byte (E = 4) or 16-byte (E >= 8) aligned.
 template <int E>
@@ -126,7 +136,7 @@ __device__ __forceinline__ void load_bf16(const std::uint16_t* p, int valid, flo
   for (int k = 0; k < E; ++k) v[k] = k < valid ? bf16_bits_to_float(p[k]) : 0.0f;
 }
 
-// Rounds to bf16 as the reference does (round to nearest even, NaN quieted) and stores.
+// Rounds to bf16 as the reference does (round to nearest even, NaN canonical) and stores.
 template <int E>
 __device__ __forceinline__ void store_bf16(std::uint16_t* p, int valid, const float (&v)[E]) {
   if (valid == E) {

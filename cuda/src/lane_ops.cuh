@@ -9,21 +9,13 @@
 namespace echo::cuda::device {
 
 // c and x' = x + c (docs/numerics.md 6). `fresh`: the state was just reset, c = 0 and x' = x
-// exactly (x + 0 would turn -0 into +0), as the reference does for an empty state.
-// Every step is an fmul or fadd, so a NaN anywhere reaches the result: plain operations give the
-// reference's values unless the result is NaN, and only then is the element redone with the x86
-// NaN rules.
-template <bool X86>
+// exactly (x + 0 would turn -0 into +0), as the reference does for an empty state. A NaN in x' is
+// left as the hardware makes it: it matters only where x' is stored, which canonicalizes it.
 __device__ __forceinline__ float compensated_value(const CompensatorArgs& c, float m1, float m2, float x) {
-  float corr;
-  if (c.mode == CompensatorMode::kSingle) {
-    corr = X86 ? fmul(c.eta, m1) : __fmul_rn(c.eta, m1);
-  } else if (X86) {
-    corr = fmul(c.eta, fadd(fmul(c.a, m1), fmul(c.oa, m2)));
-  } else {
-    corr = __fmul_rn(c.eta, __fadd_rn(__fmul_rn(c.a, m1), __fmul_rn(c.oa, m2)));
-  }
-  return X86 ? fadd(x, corr) : __fadd_rn(x, corr);
+  const float corr = c.mode == CompensatorMode::kSingle
+                         ? __fmul_rn(c.eta, m1)
+                         : __fmul_rn(c.eta, __fadd_rn(__fmul_rn(c.a, m1), __fmul_rn(c.oa, m2)));
+  return __fadd_rn(x, corr);
 }
 
 template <int E>
@@ -31,24 +23,13 @@ __device__ __forceinline__ void apply_compensation(const CompensatorArgs& c, boo
                                                    const float (&m1)[E], const float (&m2)[E],
                                                    float (&x)[E]) {
   if (c.mode == CompensatorMode::kOff || fresh) return;
-  float y[E];
 #pragma unroll
-  for (int k = 0; k < E; ++k) y[k] = compensated_value<false>(c, m1[k], m2[k], x[k]);
-  if (any_nan<E>(y)) {
-#pragma unroll
-    for (int k = 0; k < E; ++k) {
-      if (y[k] != y[k]) y[k] = compensated_value<true>(c, m1[k], m2[k], x[k]);
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < E; ++k) x[k] = y[k];
+  for (int k = 0; k < E; ++k) x[k] = compensated_value(c, m1[k], m2[k], x[k]);
 }
 
-// m_j = beta_j * m_j + (1 - beta_j) * u (NaN handling as in apply_compensation).
-template <bool X86>
+// m_j = beta_j * m_j + (1 - beta_j) * u; the lane's NaN averages canonical (they are stored next).
 __device__ __forceinline__ float ema(float beta, float m, float one_minus_beta, float u) {
-  return X86 ? fadd(fmul(beta, m), fmul(one_minus_beta, u))
-             : __fadd_rn(__fmul_rn(beta, m), __fmul_rn(one_minus_beta, u));
+  return __fadd_rn(__fmul_rn(beta, m), __fmul_rn(one_minus_beta, u));
 }
 
 template <int E>
@@ -57,24 +38,13 @@ __device__ __forceinline__ void update_state(const CompensatorArgs& c, const flo
   const bool single = c.mode == CompensatorMode::kSingle;
   const float b1 = single ? c.beta : c.beta1;
   const float ob1 = single ? c.ob : c.ob1;
-  float n1[E], n2[E];
 #pragma unroll
   for (int k = 0; k < E; ++k) {
-    n1[k] = ema<false>(b1, m1[k], ob1, u[k]);
-    n2[k] = single ? m2[k] : ema<false>(c.beta2, m2[k], c.ob2, u[k]);
+    m1[k] = ema(b1, m1[k], ob1, u[k]);
+    if (!single) m2[k] = ema(c.beta2, m2[k], c.ob2, u[k]);
   }
-  if (any_nan<E>(n1) || (!single && any_nan<E>(n2))) {
-#pragma unroll
-    for (int k = 0; k < E; ++k) {
-      if (n1[k] != n1[k]) n1[k] = ema<true>(b1, m1[k], ob1, u[k]);
-      if (!single && n2[k] != n2[k]) n2[k] = ema<true>(c.beta2, m2[k], c.ob2, u[k]);
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < E; ++k) {
-    m1[k] = n1[k];
-    m2[k] = n2[k];
-  }
+  canonicalize_lane<E>(m1);
+  if (!single) canonicalize_lane<E>(m2);
 }
 
 // Loads a lane's state (left alone when the compensator is off), fp32 or bf16 as stored.
@@ -164,11 +134,11 @@ __device__ __forceinline__ unsigned load_param_word(const unsigned char* params,
   return __ldcg(reinterpret_cast<const unsigned*>(params) + lg);
 }
 
-// The library writes finite parameters or the poison scale 0x7E00 (zero-point 0), so only a scale
-// with an all-ones exponent needs the exact NaN conversion; the rest convert in hardware.
+// The library writes finite parameters or the poison scale 0x7E00 (zero-point 0): a scale with an
+// all-ones exponent marks a poisoned group (s = NaN); the rest convert in hardware.
 __device__ __forceinline__ DecodeParams params_of_word(unsigned w, bool symmetric, int bits) {
   const std::uint16_t s_bits = static_cast<std::uint16_t>(w & 0xFFFFu);
-  if ((s_bits & 0x7C00u) == 0x7C00u) return {half_bits_to_float(s_bits), 0.0f};
+  if ((s_bits & 0x7C00u) == 0x7C00u) return {poisoned_value(), 0.0f};
   const float s = __half2float(__ushort_as_half(s_bits));
   if (symmetric) return {s, static_cast<float>(1 << (bits - 1))};
   return {s, __half2float(__ushort_as_half(static_cast<std::uint16_t>(w >> 16)))};
@@ -186,7 +156,7 @@ __device__ __forceinline__ void store_params(unsigned char* params, std::size_t 
 }
 
 __device__ __forceinline__ DecodeParams decode_params_of(const GroupMap& m, bool symmetric, int bits) {
-  if (m.poisoned) return {half_bits_to_float(m.scale), 0.0f};
+  if (m.poisoned) return {poisoned_value(), 0.0f};
   return {__half2float(__ushort_as_half(m.scale)),
           symmetric ? static_cast<float>(1 << (bits - 1)) : __half2float(__ushort_as_half(m.zero_point))};
 }

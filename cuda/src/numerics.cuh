@@ -1,5 +1,5 @@
 // Device side of the bit-exact contract (docs/numerics.md): dtype conversions, the fp16 parameter
-// rules, the three group quantizers and x86-compatible NaN results. Every operation is one
+// rules, the three group quantizers and the canonical NaN. Every operation is one
 // correctly rounded binary32 operation in the order the contract writes it (no contraction: the
 // library is built with -fmad=false and uses the __f*_rn intrinsics).
 #pragma once
@@ -14,32 +14,12 @@
 
 namespace echo::cuda::device {
 
-// ---- IEEE operations with the NaN results the CPU reference produces ----------------------
-// The GPU returns the canonical NaN 0x7FFFFFFF for every NaN result; the reference (x86 SSE)
-// returns the first NaN operand, quieted, or the default NaN 0xFFC00000 for an invalid
-// operation. Outputs are compared bit for bit, so NaN results are rewritten the x86 way.
-__device__ __forceinline__ float x86_nan(float a, float b) {
-  const unsigned ua = __float_as_uint(a);
-  const unsigned ub = __float_as_uint(b);
-  if ((ua & 0x7FFFFFFFu) > 0x7F800000u) return __uint_as_float(ua | 0x00400000u);
-  if ((ub & 0x7FFFFFFFu) > 0x7F800000u) return __uint_as_float(ub | 0x00400000u);
-  return __uint_as_float(0xFFC00000u);
-}
-__device__ __forceinline__ float fadd(float a, float b) {
-  const float r = __fadd_rn(a, b);
-  return r != r ? x86_nan(a, b) : r;
-}
-__device__ __forceinline__ float fsub(float a, float b) {
-  const float r = __fsub_rn(a, b);
-  return r != r ? x86_nan(a, b) : r;
-}
-__device__ __forceinline__ float fmul(float a, float b) {
-  const float r = __fmul_rn(a, b);
-  return r != r ? x86_nan(a, b) : r;
-}
-__device__ __forceinline__ float fdiv(float a, float b) {
-  const float r = __fdiv_rn(a, b);
-  return r != r ? x86_nan(a, b) : r;
+// ---- NaN ----------------------------------------------------------------------------------
+// Every NaN the library writes is the canonical NaN of its type (docs/numerics.md 1), so the
+// kernels compute NaNs as the hardware does (its own canonical NaN 0x7FFFFFFF) and rewrite them
+// where a value is stored: outputs, x', the compensator state.
+__device__ __forceinline__ float canonical_nan(float v) {
+  return v != v ? __uint_as_float(kCanonicalNaNFloat) : v;
 }
 // min and max that return NaN when either operand is NaN (PTX min.NaN / max.NaN): group statistics
 // carry a NaN through to the finiteness test instead of skipping it.
@@ -60,9 +40,8 @@ __device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
   return r;
 }
 __device__ __forceinline__ bool is_finite(float v) { return fabsf(v) <= 3.402823466e38f; }
-// Whether any of a lane's values is NaN. Hot loops compute with plain operations and test the lane
-// once, redoing its NaN elements with the x86 rules only then: a test and a branch per element
-// (with its convergence bookkeeping) would cost more than the arithmetic.
+// Whether any of a lane's values is NaN. Hot loops test the lane once and canonicalize its
+// elements only then: a test and a select per element would cost more than the arithmetic.
 template <int E>
 __device__ __forceinline__ bool any_nan(const float (&v)[E]) {
   bool n = false;
@@ -70,31 +49,29 @@ __device__ __forceinline__ bool any_nan(const float (&v)[E]) {
   for (int k = 0; k < E; ++k) n = n || v[k] != v[k];
   return n;
 }
+// The lane's values with every NaN canonical, testing the lane once.
+template <int E>
+__device__ __forceinline__ void canonicalize_lane(float (&v)[E]) {
+  if (!any_nan<E>(v)) return;
+#pragma unroll
+  for (int k = 0; k < E; ++k) v[k] = canonical_nan(v[k]);
+}
 
 // ---- element types -------------------------------------------------------------------------
-// Exact, NaN payload and sign included (the hardware conversion returns its canonical NaN).
-__device__ __forceinline__ float half_bits_to_float(std::uint16_t h) {
-  if ((h & 0x7C00u) == 0x7C00u && (h & 0x03FFu) != 0u) {
-    return __uint_as_float((static_cast<unsigned>(h & 0x8000u) << 16) | 0x7F800000u |
-                           (static_cast<unsigned>(h & 0x03FFu) << 13));
-  }
-  return __half2float(__ushort_as_half(h));
-}
-// Round to nearest even; NaN keeps its sign and the top payload bits, quiet (as F16C does).
+// Exact for every value but NaN, which may come back as any NaN (it is canonical where stored).
+__device__ __forceinline__ float half_bits_to_float(std::uint16_t h) { return __half2float(__ushort_as_half(h)); }
+// Round to nearest even; NaN becomes the canonical 0x7E00.
 __device__ __forceinline__ std::uint16_t float_to_half_bits(float v) {
-  const unsigned u = __float_as_uint(v);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
-    return static_cast<std::uint16_t>(((u >> 16) & 0x8000u) | 0x7E00u | ((u >> 13) & 0x3FFu));
-  }
+  if (v != v) return kCanonicalNaNHalf;
   return __half_as_ushort(__float2half_rn(v));
 }
 __device__ __forceinline__ float bf16_bits_to_float(std::uint16_t b) {
   return __uint_as_float(static_cast<unsigned>(b) << 16);
 }
-// Round to nearest even; NaN becomes the quiet NaN 0x7FC0 with its sign kept (docs/numerics.md 1).
+// Round to nearest even; NaN becomes the canonical 0x7FC0 (docs/numerics.md 1).
 __device__ __forceinline__ std::uint16_t float_to_bf16_bits(float v) {
   const unsigned u = __float_as_uint(v);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>(((u >> 16) & 0x8000u) | 0x7FC0u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return kCanonicalNaNBFloat16;
   const unsigned bias = 0x7FFFu + ((u >> 16) & 1u);
   return static_cast<std::uint16_t>((u + bias) >> 16);
 }
@@ -108,7 +85,7 @@ template <DType D> struct Elem;
 template <> struct Elem<DType::kFloat32> {
   using T = float;
   static __device__ __forceinline__ float load(T v) { return v; }
-  static __device__ __forceinline__ T store(float v) { return v; }
+  static __device__ __forceinline__ T store(float v) { return canonical_nan(v); }
   static __device__ __forceinline__ T store_not_nan(float v) { return v; }
 };
 template <> struct Elem<DType::kBFloat16> {
@@ -271,13 +248,8 @@ __device__ __forceinline__ float code_to_float(unsigned code) {
   return __fsub_rn(__uint_as_float(0x4B000000u | code), 8388608.0f);
 }
 
-// x^ = fp32(s * fp32(float(q) - z)) with s and z as stored in fp16.
-__device__ __forceinline__ float decode(float s, float z, unsigned code) {
-  return fmul(s, fsub(code_to_float(code), z));
-}
-
-// decode() for a group whose scale is finite (not poisoned), from float(q): no NaN can arise, so no
-// x86 NaN fix.
+// x^ = fp32(s * fp32(float(q) - z)) for a group whose scale is finite (not poisoned), from float(q)
+// and s, z as stored in fp16. Every element of a poisoned group is NaN (poisoned_value).
 __device__ __forceinline__ float decode_finite_value(float s, float z, float q) {
   return __fmul_rn(s, __fsub_rn(q, z));
 }
@@ -288,8 +260,8 @@ __device__ __forceinline__ float code_value_of_bits(unsigned bits) {
   return __fsub_rn(__uint_as_float(bits), kRintMagic);
 }
 
-// What decode() gives for every element of a poisoned group: the scale's own NaN, as x86
-// propagates it (fp16 0x7E00 -> fp32 0x7FC00000).
-__device__ __forceinline__ float poisoned_value(float s) { return __uint_as_float(__float_as_uint(s) | 0x00400000u); }
+// Every element of a poisoned group: NaN (the poison scale 0x7E00 is the canonical fp16 NaN, and
+// its fp32 value the canonical fp32 NaN).
+__device__ __forceinline__ float poisoned_value() { return __uint_as_float(kCanonicalNaNFloat); }
 
 }  // namespace echo::cuda::device

@@ -54,6 +54,7 @@ void compensator_apply(const CompensatorSpec& spec, const CompensatorState& stat
     if (x_prime != x) {
       for (std::size_t i = 0; i < count; ++i) x_prime[i] = x[i];
     }
+    canonicalize_nans(x_prime, count);
     return;
   }
   const float eta = spec.eta;
@@ -64,6 +65,7 @@ void compensator_apply(const CompensatorSpec& spec, const CompensatorState& stat
       const float c = eta * m1[i];
       x_prime[i] = x[i] + c;
     }
+    canonicalize_nans(x_prime, count);
     return;
   }
   const float a = spec.a;
@@ -76,12 +78,13 @@ void compensator_apply(const CompensatorSpec& spec, const CompensatorState& stat
     const float blend = slow + fast;
     const float c = eta * blend;
     x_prime[i] = x[i] + c;
-  }
+  }  canonicalize_nans(x_prime, count);
 }
 
 namespace {
 
-// m = fp32(fp32(beta * m) + fp32((1 - beta) * u)), then rounded to the state dtype.
+// m = fp32(fp32(beta * m) + fp32((1 - beta) * u)), then rounded to the state dtype (a NaN stored as
+// the canonical one).
 void ema_update(std::vector<float>& m, float beta, const float* u, std::size_t count, DType state_dtype) {
   const float ob = 1.0f - beta;
   float* p = m.data();
@@ -91,7 +94,7 @@ void ema_update(std::vector<float>& m, float beta, const float* u, std::size_t c
     const float fresh = ob * u[i];
     p[i] = kept + fresh;
   }
-  if (state_dtype != DType::kFloat32) round_to_dtype(p, count, state_dtype);
+  round_to_dtype(p, count, state_dtype);  // fp32 state: only NaNs change (the canonical one)
 }
 
 }  // namespace

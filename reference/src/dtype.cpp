@@ -27,7 +27,28 @@ std::optional<DType> parse_dtype(std::string_view name) {
 
 std::size_t dtype_size(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
 
+float canonical_nan(float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) <= 0x7F800000u) return v;
+  const std::uint32_t canonical = kCanonicalNaNFloat;
+  std::memcpy(&v, &canonical, sizeof v);
+  return v;
+}
+
+void canonicalize_nans(float* values, std::size_t count) {
+#pragma omp parallel for simd schedule(static) if (count >= (1u << 18))
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &values[i], sizeof bits);
+    const std::uint32_t out = (bits & 0x7FFFFFFFu) > 0x7F800000u ? kCanonicalNaNFloat : bits;
+    std::memcpy(&values[i], &out, sizeof out);
+  }
+}
+
 std::uint16_t float_to_half_bits(float value) {
+  // Eigen's NaN keeps the sign, and with F16C the payload as well: the contract's NaN instead.
+  if (std::isnan(value)) return kCanonicalNaNHalf;
   return Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(value));
 }
 
@@ -36,6 +57,7 @@ float half_bits_to_float(std::uint16_t bits) {
 }
 
 std::uint16_t float_to_bfloat16_bits(float value) {
+  if (std::isnan(value)) return kCanonicalNaNBFloat16;  // Eigen keeps the sign
   return Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(value));
 }
 
@@ -54,7 +76,7 @@ std::uint16_t float_to_half_bits_round_up(float value) {
 
 float round_to_dtype(float value, DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return value;
+    case DType::kFloat32: return canonical_nan(value);
     case DType::kBFloat16: return bfloat16_bits_to_float(float_to_bfloat16_bits(value));
     case DType::kFloat16: return half_bits_to_float(float_to_half_bits(value));
   }
@@ -62,18 +84,21 @@ float round_to_dtype(float value, DType dtype) {
 }
 
 void round_to_dtype(float* values, std::size_t count, DType dtype) {
-  if (dtype == DType::kFloat32) return;
+  if (dtype == DType::kFloat32) {
+    canonicalize_nans(values, count);
+    return;
+  }
   if (dtype == DType::kBFloat16) {
     // The same conversion as float_to_bfloat16_bits, on bit patterns so it vectorizes: add 0x7FFF
-    // plus the lowest kept bit, then clear the low half; a NaN becomes the quiet NaN 0x7FC0 with
-    // its sign kept (as the scalar conversion and the CUDA kernels do).
+    // plus the lowest kept bit, then clear the low half; a NaN becomes the canonical 0x7FC0 (as the
+    // scalar conversion and the CUDA kernels do).
 #pragma omp parallel for simd schedule(static) if (count >= (1u << 18))
     for (std::size_t i = 0; i < count; ++i) {
       std::uint32_t bits;
       std::memcpy(&bits, &values[i], sizeof bits);
       const bool is_nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
       const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
-      const std::uint32_t out = is_nan ? ((bits & 0x80000000u) | 0x7FC00000u) : rounded;
+      const std::uint32_t out = is_nan ? kCanonicalNaNFloat : rounded;
       std::memcpy(&values[i], &out, sizeof out);
     }
     return;

@@ -95,12 +95,14 @@ void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes
                                    spec.quant.group);
           if (c.specials) {
             // Poison a few groups on some ranks: the reduced group must be NaN on every rank and
-            // counted once; NaN payloads and signs follow the reference (x86) rules.
-            const float nan = std::numeric_limits<float>::quiet_NaN();
+            // counted once. NaNs of both signs with payloads: every NaN written is canonical.
+            const float quiet = std::numeric_limits<float>::quiet_NaN();
+            const float payload = -std::nanf("0x5a5");  // negative, with a payload
             const float inf = std::numeric_limits<float>::infinity();
             const float big = c.dtype == DType::kFloat32 ? 3.0e38f : round_to_dtype(60000.0f, c.dtype);
             for (std::size_t i = r; i < n; i += 997) {
               const int which = static_cast<int>((i / 997 + site) % 4);
+              const float nan = (i / 997 / 4) % 2 ? payload : quiet;
               in[r][i] = which == 0 ? nan : which == 1 ? inf : which == 2 ? -inf : (r % 2 ? big : -big);
             }
           }
@@ -127,6 +129,11 @@ void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes
           BOOST_REQUIRE_MESSAGE(bits_equal(xp_gpu[r], xp_ref[r], &at),
                                 describe(c, n, pass, site) + ": x' of rank " + std::to_string(r) +
                                     " differs at " + std::to_string(at));
+        }
+        for (int r = 0; r < c.ranks; ++r) {
+          BOOST_REQUIRE_MESSAGE(test::nans_are_canonical(out_gpu[r]) && test::nans_are_canonical(xp_gpu[r]),
+                                describe(c, n, pass, site) + ": a NaN of rank " + std::to_string(r) +
+                                    " is not the canonical one");
         }
         BOOST_CHECK_EQUAL(rep_gpu.poisoned_groups, rep_ref.poisoned_groups);
         BOOST_CHECK_EQUAL(rep_gpu.exact_path, rep_ref.exact_path);
@@ -269,18 +276,33 @@ BOOST_AUTO_TEST_CASE(backward_scaling) {
   }
 }
 
-// Non-finite inputs with the compensator off (x' = x). With the compensator on, NaN signs after
-// arithmetic on poisoned state depend on the reference compiler's operand order; see
-// docs/performance.md, "Open questions on the contract".
+// Non-finite inputs, with the compensator off and on: poisoned groups, NaN sums in the exact path,
+// and NaNs carried into the compensator state and from there into later sites' x'. Every NaN
+// written is the canonical one (docs/numerics.md 1), so outputs and x' match bit for bit.
 BOOST_AUTO_TEST_CASE(non_finite_inputs_poison_groups) {
   if (!have_gpu()) return;
-  for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
-    for (int p : {2, 3, 4}) {
-      for (std::size_t exact : {std::size_t{0}, kTestExactMax}) {
-        Case c{QuantizerKind::kZeroAware, 4, CompensatorMode::kOff, ResidualMode::kGlobal, dt, p};
-        c.exact_max_count = exact;
-        c.specials = true;
-        check_case(c, {5000, 70001}, 1, 3);
+  struct Comp {
+    CompensatorMode mode;
+    ResidualMode residual;
+    DType state_dtype;
+  };
+  const Comp comps[] = {{CompensatorMode::kOff, ResidualMode::kGlobal, DType::kFloat32},
+                        {CompensatorMode::kDual, ResidualMode::kGlobal, DType::kFloat32},
+                        {CompensatorMode::kDual, ResidualMode::kLocal, DType::kFloat32},
+                        {CompensatorMode::kSingle, ResidualMode::kLocal, DType::kBFloat16}};
+  for (const Comp& cm : comps) {
+    for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      for (int p : {2, 3, 4}) {
+        for (std::size_t exact : {std::size_t{0}, kTestExactMax}) {
+          for (Direction dir : {Direction::kForward, Direction::kBackward}) {
+            if (dir == Direction::kBackward && (p != 3 || cm.mode == CompensatorMode::kOff)) continue;
+            Case c{QuantizerKind::kZeroAware, 4, cm.mode, cm.residual, dt, p, dir};
+            c.exact_max_count = exact;
+            c.specials = true;
+            c.state_dtype = cm.state_dtype;
+            check_case(c, {5000, 70001}, 1, 3);
+          }
+        }
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -40,6 +41,17 @@ inline std::vector<float> make_input(std::uint64_t seed, std::size_t count, DTyp
     }
   }
   return x;
+}
+
+// Whether every NaN among the values is the canonical fp32 NaN (docs/numerics.md 1; bf16 and fp16
+// outputs decode to it as well).
+inline bool nans_are_canonical(const std::vector<float>& v) {
+  for (float x : v) {
+    std::uint32_t b;
+    std::memcpy(&b, &x, sizeof b);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u && b != kCanonicalNaNFloat) return false;
+  }
+  return true;
 }
 
 }  // namespace echo::test

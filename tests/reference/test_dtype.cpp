@@ -25,6 +25,27 @@ BOOST_AUTO_TEST_CASE(half_known_bit_patterns) {
   BOOST_TEST((float_to_half_bits(std::nanf("")) & 0x03FF) != 0);
 }
 
+BOOST_AUTO_TEST_CASE(every_nan_becomes_the_canonical_one) {
+  // Both signs, quiet and signalling, with and without payload: one NaN per type (numerics.md 1).
+  for (std::uint32_t b : {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF8005A5u, 0x7FFFFFFFu, 0xFFFFFFFFu}) {
+    const float v = bits_float(b);
+    BOOST_TEST_REQUIRE(float_to_half_bits(v) == kCanonicalNaNHalf, std::hex << b);
+    BOOST_TEST_REQUIRE(float_to_bfloat16_bits(v) == kCanonicalNaNBFloat16, std::hex << b);
+    BOOST_TEST_REQUIRE(float_to_half_bits_round_up(v) == kCanonicalNaNHalf, std::hex << b);
+    for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+      BOOST_TEST_REQUIRE(float_bits(round_to_dtype(v, t)) == kCanonicalNaNFloat, std::hex << b);
+      float a[3] = {1.5f, v, -0.0f};
+      round_to_dtype(a, 3, t);
+      BOOST_TEST_REQUIRE(float_bits(a[1]) == kCanonicalNaNFloat, std::hex << b);
+      BOOST_TEST_REQUIRE(float_bits(a[2]) == 0x80000000u);  // -0 is no NaN: kept
+    }
+    BOOST_TEST_REQUIRE(float_bits(canonical_nan(v)) == kCanonicalNaNFloat);
+  }
+  BOOST_TEST(float_bits(canonical_nan(-0.0f)) == 0x80000000u);
+  BOOST_TEST(float_bits(half_bits_to_float(kCanonicalNaNHalf)) == kCanonicalNaNFloat);
+  BOOST_TEST(float_bits(bfloat16_bits_to_float(kCanonicalNaNBFloat16)) == kCanonicalNaNFloat);
+}
+
 BOOST_AUTO_TEST_CASE(half_ties_round_to_even) {
   // 1 + 2^-11 lies halfway between 1 and 1 + 2^-10: even mantissa (1) wins.
   BOOST_TEST(float_to_half_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);
@@ -90,7 +111,7 @@ BOOST_AUTO_TEST_CASE(array_rounding_matches_scalar_rounding) {
     std::vector<float> array = values;
     round_to_dtype(array.data(), array.size(), dtype);
     for (std::size_t i = 0; i < values.size(); ++i) {
-      // Bit for bit, NaNs included: both give the sign-kept quiet NaN (0x7FC0 for bfloat16).
+      // Bit for bit, NaNs included: both give the canonical NaN (0x7FC0 for bfloat16).
       const float scalar = round_to_dtype(values[i], dtype);
       BOOST_TEST_REQUIRE(float_bits(array[i]) == float_bits(scalar), "value bits " << std::hex << float_bits(values[i]));
     }

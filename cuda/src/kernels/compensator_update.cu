@@ -22,8 +22,8 @@ __global__ void __launch_bounds__(kBlockThreads, kAuxBlocksPerSm) compensator_up
   const bool fresh = *a.comp.fresh != 0;
   const bool out_aligned = (reinterpret_cast<std::uintptr_t>(a.out) & 15u) == 0;
   const float p = static_cast<float>(a.ranks);
-  // y / P: for a power-of-two P the product with 1 / P is the same correctly rounded quotient (and
-  // the same NaN: only a NaN y gives one, either way), one multiplication instead of a division.
+  // y / P: for a power-of-two P the product with 1 / P is the same correctly rounded quotient, one
+  // multiplication instead of a division.
   const bool pow2 = (a.ranks & (a.ranks - 1)) == 0;
   const float inv_p = 1.0f / p;
   const std::size_t lanes = (a.count + E - 1) / E;
@@ -39,12 +39,6 @@ __global__ void __launch_bounds__(kBlockThreads, kAuxBlocksPerSm) compensator_up
     float u[E];
 #pragma unroll
     for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[k], pow2 ? __fmul_rn(y[k], inv_p) : __fdiv_rn(y[k], p));
-    if (any_nan<E>(u)) {  // the x86 NaN rules for the lane's NaN results only
-#pragma unroll
-      for (int k = 0; k < E; ++k) {
-        if (u[k] != u[k]) u[k] = fsub(x[k], pow2 ? fmul(y[k], inv_p) : fdiv(y[k], p));
-      }
-    }
     update_state<E>(a.comp, u, m1, m2);
     store_state<E>(a.comp, e0, valid, m1, m2);
   }

@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
         if (a.compensated != nullptr) {
           float x[kVec];
           load4<D>(a.in, e0, valid, in_aligned, x);
-          store_f32<kVec>(a.compensated + e0, valid, x);
+          store_f32_canonical<kVec>(a.compensated + e0, valid, x);
         }
         for (int r = first_holder; r < end_holder; ++r) {
           store_line(staging(a, (a.rank + r) % a.ranks, parity, a.rank) + local / 4, u.x, u.y, flag);
@@ -194,9 +194,9 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
     }
     float x[kVec], m1[kVec], m2[kVec];
     own_values(e0, valid, x, m1, m2);
-    if (a.compensated != nullptr) store_f32<kVec>(a.compensated + e0, valid, x);
+    if (a.compensated != nullptr) store_f32_canonical<kVec>(a.compensated + e0, valid, x);
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) w[k] = __float_as_uint(a.backward ? fmul(x[k], sc.scale) : x[k]);
+    for (int k = 0; k < kVec; ++k) w[k] = __float_as_uint(a.backward ? __fmul_rn(x[k], sc.scale) : x[k]);
     for (int r = first_holder; r < end_holder; ++r) {
       uint4* line = staging(a, (a.rank + r) % a.ranks, parity, a.rank) + local / 2;
       store_line(line, w[0], w[1], flag);
@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
         float v[kVec];
         if (r == a.rank) {
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) v[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
+          for (int k = 0; k < kVec; ++k) v[k] = a.backward ? __fmul_rn(x[k], sc.scale) : x[k];
         } else if (raw) {
           uint4 l;
           mine = take_line(a, staging(a, a.rank, parity, r) + local / 4, flag, epoch, r, c, &l);
@@ -246,13 +246,13 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
           if (k < valid) bad |= !is_finite(v[k]);
-          acc[k] = r == 0 ? v[k] : fadd(acc[k], v[k]);
+          acc[k] = r == 0 ? v[k] : __fadd_rn(acc[k], v[k]);
         }
       }
       if (mine) {
         float y[kVec];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) y[k] = round_to<D>(a.backward ? fmul(acc[k], sc.unscale) : acc[k]);
+        for (int k = 0; k < kVec; ++k) y[k] = round_to<D>(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k]);
         // Poisoned groups (any non-finite x'), counted by the rank owning the group's segment.
         if (bad) group_bad[threadIdx.x * kVec / a.group] = 1;
         if (comp) {
@@ -261,11 +261,11 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
             if (a.comp.residual == ResidualMode::kGlobal) {
-              u[k] = fsub(x[k], fdiv(y[k], p));
+              u[k] = __fsub_rn(x[k], __fdiv_rn(y[k], p));
             } else {
               const std::size_t e = e0 + k;
               const bool own = e >= own_begin && e < own_end;
-              u[k] = own ? fsub(a.backward ? fmul(acc[k], sc.unscale) : acc[k], y[k]) : 0.0f;
+              u[k] = own ? __fsub_rn(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]) : 0.0f;
             }
           }
           update_state<kVec>(a.comp, u, m1, m2);

@@ -177,7 +177,7 @@ struct OwnerStages {
   // Values the quantizer sees: x' times 2^k in backward mode, x' itself otherwise.
   __device__ __forceinline__ void scaled(const float (&x)[E], float (&xs)[E]) const {
 #pragma unroll
-    for (int k = 0; k < E; ++k) xs[k] = a.backward ? fmul(x[k], sc.scale) : x[k];
+    for (int k = 0; k < E; ++k) xs[k] = a.backward ? __fmul_rn(x[k], sc.scale) : x[k];
   }
 
   // L2 prefetch of the codes and parameters of groups [it, min(it + one block iteration, end)) in a
@@ -203,7 +203,7 @@ struct OwnerStages {
       load_state<E>(a.comp, g.e0, g.valid, m1, m2);
       apply_compensation<E>(a.comp, fresh, m1, m2, x);
     }
-    if (a.compensated != nullptr) store_f32<E>(a.compensated + g.e0, g.valid, x);
+    if (a.compensated != nullptr) store_f32_canonical<E>(a.compensated + g.e0, g.valid, x);
   }
 
   __device__ bool local_residual() const { return COMP && a.comp.residual == ResidualMode::kLocal; }
@@ -261,22 +261,12 @@ struct OwnerStages {
         const DecodeParams dp = decode_params_of(map, symmetric, BITS);
         float q[E];
         codes.code_values(q);  // from the packed codes: fewer live registers than `bits`
-        // Plain operations, then the x86 NaN rules for the lane's NaN results only (any_nan).
         float u[E];
 #pragma unroll
         for (int k = 0; k < E; ++k) {
-          float v = map.poisoned ? decode(dp.s, dp.z, 0u) : decode_finite_value(dp.s, dp.z, q[k]);
+          float v = map.poisoned ? poisoned_value() : decode_finite_value(dp.s, dp.z, q[k]);
           if (a.backward) v = __fmul_rn(v, sc.unscale);
           u[k] = __fsub_rn(x[k], v);
-        }
-        if (any_nan<E>(u)) {
-#pragma unroll
-          for (int k = 0; k < E; ++k) {
-            if (u[k] == u[k]) continue;
-            float v = map.poisoned ? decode(dp.s, dp.z, 0u) : decode_finite_value(dp.s, dp.z, q[k]);
-            if (a.backward) v = fmul(v, sc.unscale);
-            u[k] = fsub(x[k], v);
-          }
         }
         update_state<E>(a.comp, u, m1, m2);
         store_state<E>(a.comp, g.e0, g.valid, m1, m2);
@@ -299,8 +289,6 @@ struct OwnerStages {
   // values unquantized. Peers are taken kPeerBatch at a time, the batch's loads issued before any
   // arithmetic. -0 + v = v for every v (a NaN comes back quieted, which every later use of the sum
   // does anyway), so starting from -0 and adding rank 0 equals starting from rank 0's copy.
-  // X86: every addition with the reference's NaN results (only needed when a sum is not finite).
-  template <bool X86>
   __device__ __forceinline__ void sum_copies(const LaneGroup& g, std::size_t lg, const float (&xs)[E],
                                              float (&acc)[E]) const {
 #pragma unroll
@@ -319,22 +307,22 @@ struct OwnerStages {
         if (r >= a.ranks) break;
         if (r == a.rank) {
 #pragma unroll
-          for (int k = 0; k < E; ++k) acc[k] = X86 ? fadd(acc[k], xs[k]) : __fadd_rn(acc[k], xs[k]);
+          for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], xs[k]);
           continue;
         }
         if (!g.active) continue;
         const DecodeParams dp = params_of_word(pw[j], symmetric, BITS);
         if (dp.s != dp.s) {
-          const float nan = poisoned_value(dp.s);
+          const float nan = poisoned_value();
 #pragma unroll
-          for (int k = 0; k < E; ++k) acc[k] = X86 ? fadd(acc[k], nan) : __fadd_rn(acc[k], nan);
+          for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], nan);
         } else {
           float q[E];
           cw[j].code_values(q);
 #pragma unroll
           for (int k = 0; k < E; ++k) {
             const float v = decode_finite_value(dp.s, dp.z, q[k]);
-            acc[k] = X86 ? fadd(acc[k], v) : __fadd_rn(acc[k], v);
+            acc[k] = __fadd_rn(acc[k], v);
           }
         }
       }
@@ -365,18 +353,10 @@ struct OwnerStages {
       entry(g, cur, x, m1, m2);
       float xs[E];
       scaled(x, xs);
-      // fp32 sum in rank order; the owner's own copy is never quantized. Plain adds: in a group
-      // whose sum is finite no NaN arose, so they equal the reference's; a non-finite group is
-      // poisoned and its sum matters only to the local residual, which then redoes the sum with
-      // the reference's NaN results.
+      // fp32 sum in rank order; the owner's own copy is never quantized. A NaN sum poisons its
+      // group, and reaches memory only through the local residual's state, stored canonical.
       float acc[E];
-      sum_copies<false>(g, lg, xs, acc);
-      if (local_residual()) {
-        bool lane_finite = true;
-#pragma unroll
-        for (int k = 0; k < E; ++k) lane_finite = lane_finite && (k >= g.valid || is_finite(acc[k]));
-        if (!lane_finite) sum_copies<true>(g, lg, xs, acc);
-      }
+      sum_copies(g, lg, xs, acc);
       const GroupStats st = group_stats<E>(acc, g.valid, lm.lanes_per_group);
       if (!g.active) continue;
       // Gather: quantize the sum once and send the same codes to every peer.
@@ -398,11 +378,7 @@ struct OwnerStages {
       float y[E];
       if (map.poisoned) {
 #pragma unroll
-        for (int k = 0; k < E; ++k) {
-          float v = decode(dp.s, dp.z, 0u);
-          if (a.backward) v = fmul(v, sc.unscale);
-          y[k] = round_to<D>(v);
-        }
+        for (int k = 0; k < E; ++k) y[k] = poisoned_value();
         store_elems<D, E>(a.out, g.e0, g.valid, out_aligned, y);
       } else {
         // Finite scale: the values are finite, the hardware conversion rounds them. The code values
@@ -428,12 +404,6 @@ struct OwnerStages {
         float u[E];
 #pragma unroll
         for (int k = 0; k < E; ++k) u[k] = __fsub_rn(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
-        if (any_nan<E>(u)) {
-#pragma unroll
-          for (int k = 0; k < E; ++k) {
-            if (u[k] != u[k]) u[k] = fsub(a.backward ? fmul(acc[k], sc.unscale) : acc[k], y[k]);
-          }
-        }
         update_state<E>(a.comp, u, m1, m2);
         store_state<E>(a.comp, g.e0, g.valid, m1, m2);
       }
@@ -496,9 +466,9 @@ struct OwnerStages {
       const DecodeParams dp = params_of_word(word, symmetric, BITS);
       float y[kTailE];
       if (dp.s != dp.s) {
-        // Poisoned group: every element is the scale's NaN; stored through the NaN rule.
+        // Poisoned group: every element is NaN, stored as the canonical one.
 #pragma unroll
-        for (int k = 0; k < kTailE; ++k) y[k] = poisoned_value(dp.s);
+        for (int k = 0; k < kTailE; ++k) y[k] = poisoned_value();
         store_elems<D, kTailE>(a.out, g.e0, g.valid, out_aligned, y);
       } else {
         float q[kTailE];

@@ -51,7 +51,7 @@ struct CompensatorState {
 };
 
 // x_prime[i] = x[i] + c[i] with c = eta * (a * m1 + (1 - a) * m2) (dual) or eta * m1 (single).
-// An empty state gives c = 0. x and x_prime may alias.
+// An empty state gives c = 0. x and x_prime may alias. A NaN in x_prime is the canonical one.
 void compensator_apply(const CompensatorSpec& spec, const CompensatorState& state, const float* x,
                        std::size_t count, float* x_prime);
 

@@ -1,6 +1,7 @@
 // Element types of the all-reduce and their exact round-to-nearest-even conversions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -15,8 +16,20 @@ const char* dtype_name(DType dtype);
 std::optional<DType> parse_dtype(std::string_view name);
 std::size_t dtype_size(DType dtype);
 
+// The one NaN of each type that the library writes (docs/numerics.md 1): the positive quiet NaN.
+// IEEE 754 leaves the sign and payload of a NaN result to the implementation (x86 returns the
+// first NaN operand, a GPU its own canonical NaN, and a compiler may swap the operands of a
+// commutative operation), so every NaN is rewritten to these where a value is stored.
+inline constexpr std::uint32_t kCanonicalNaNFloat = 0x7FC00000u;
+inline constexpr std::uint16_t kCanonicalNaNBFloat16 = 0x7FC0;
+inline constexpr std::uint16_t kCanonicalNaNHalf = 0x7E00;
+// v, or the canonical fp32 NaN when v is NaN.
+float canonical_nan(float v);
+// canonical_nan() on count values in place.
+void canonicalize_nans(float* values, std::size_t count);
+
 // IEEE binary16 and bfloat16 bit patterns. All conversions from float round to nearest even;
-// NaN stays NaN (quiet), overflow goes to +-Inf as IEEE requires.
+// NaN becomes the canonical NaN of the type, overflow goes to +-Inf as IEEE requires.
 std::uint16_t float_to_half_bits(float value);
 float half_bits_to_float(std::uint16_t bits);
 std::uint16_t float_to_bfloat16_bits(float value);
@@ -26,7 +39,8 @@ float bfloat16_bits_to_float(std::uint16_t bits);
 // Quantizer scales are rounded this way so the grid always covers the group (docs/numerics.md).
 std::uint16_t float_to_half_bits_round_up(float value);
 
-// Rounds a float to the nearest value representable in dtype (identity for kFloat32).
+// Rounds a float to the nearest value representable in dtype (identity for kFloat32 except that
+// every NaN becomes the canonical one).
 float round_to_dtype(float value, DType dtype);
 // Rounds count values in place.
 void round_to_dtype(float* values, std::size_t count, DType dtype);

@@ -22,12 +22,16 @@ cudaError_t owner_allreduce_preload() {
 }
 
 int lane_elements(int bits, int group, bool comp) {
-  // 16 elements per lane (8 or 16 bytes of codes, whole sectors per warp access) leaves room for
-  // two resident blocks per multiprocessor; a 1024-element group needs 32 to fit in one warp.
-  // With the compensator, the state occupies registers as well: 8 elements per lane (groups up
-  // to 256) keep more warps resident to hide the state's loads.
+  // Push and reduce: without the compensator, 32 elements per lane halve the per-lane work
+  // (addressing, group map, parameter decode, loop control) against 16, at two resident blocks per
+  // multiprocessor either way (measured on 2 x H200, 1 GiB: push 359 -> 302 us, reduce 733 -> 624
+  // us, Echo 4-bit 1.70 -> 1.53 ms; docs/performance.md). The tail runs on 16-element lanes in
+  // every variant (owner_allreduce.cuh). With the compensator, the state occupies registers as
+  // well: 8 elements per lane (groups up to 256) keep more warps resident to hide the state's
+  // loads, 16 or 32 above. A group of 16 elements fits 16-element lanes only.
   (void)bits;
   if (comp && group <= 256) return 8;
+  if (!comp) return group >= 32 ? 32 : 16;
   return group / 16 > 32 ? 32 : 16;
 }
 

@@ -70,9 +70,9 @@ Status validate_call(const Communicator* comm, std::size_t count, const AllReduc
 }
 
 const Schedule& schedule_for(Communicator* comm, const AllReduceSpec& spec, std::size_t gps) {
-  const bool comp = spec.compensator.mode != CompensatorMode::kOff;
+  const Compensation comp = compensation_of(spec.compensator.mode, spec.compensator.residual);
   const ScheduleKey key{static_cast<int>(spec.dtype), spec.quant.bits, static_cast<int>(spec.quant.kind),
-                        spec.quant.group, gps, comp};
+                        spec.quant.group, gps, static_cast<int>(comp)};
   auto it = comm->schedules.find(key);
   if (it != comm->schedules.end()) return it->second;
   Schedule s{};

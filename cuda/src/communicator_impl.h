@@ -25,7 +25,7 @@ struct Schedule {
 };
 
 // (dtype, bits, quantizer, group, segment groups, compensator on): the variant decides residency.
-using ScheduleKey = std::tuple<int, int, int, int, std::size_t, bool>;
+using ScheduleKey = std::tuple<int, int, int, int, std::size_t, int>;  // last: Compensation
 
 class Communicator {
  public:

@@ -10,10 +10,19 @@
 
 namespace echo::cuda {
 
-// Elements per thread of the quantizing stages for a bit width, group size and compensator.
-int lane_elements(int bits, int group, bool comp);
+// The compensator work of an owner-kernel call: none, or the compensator with the local residual
+// (state updated inside push and reduce) or the global one (push and reduce only apply it). The
+// two modes favour different lane widths (lane_elements).
+enum class Compensation : int { kOff = 0, kLocal = 1, kGlobal = 2 };
+inline Compensation compensation_of(CompensatorMode mode, ResidualMode residual) {
+  if (mode == CompensatorMode::kOff) return Compensation::kOff;
+  return residual == ResidualMode::kLocal ? Compensation::kLocal : Compensation::kGlobal;
+}
+
+// Elements per thread of push and reduce for a bit width, group size and compensator work.
+int lane_elements(int bits, int group, Compensation comp);
 // Resident blocks per multiprocessor of the owner kernel variant for this call shape.
-int owner_allreduce_blocks_per_sm(DType dtype, int bits, int group, bool comp);
+int owner_allreduce_blocks_per_sm(DType dtype, int bits, int group, Compensation comp);
 int exact_allreduce_max_blocks_per_sm();
 
 // Loads the kernels into the current device's context (cudaFuncGetAttributes forces the load);

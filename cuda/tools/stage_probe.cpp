@@ -85,13 +85,14 @@ int main(int argc, char** argv) {
   // Same tiling rule as the communicator (schedule_for).
   AllReduceSpec spec;
   spec.quant.bits = bits;
-  const int e = lane_elements(bits, 128, comp);
+  const Compensation cw = !comp ? Compensation::kOff : global ? Compensation::kGlobal : Compensation::kLocal;
+  const int e = lane_elements(bits, 128, cw);
   const int gpi = (32 / (128 / e)) * kWarpsPerBlock;
   const std::size_t gb = 128 * bits / 8;
   std::size_t cap = (c.layout.slot_bytes - 256) / (gb + 4) / gpi * gpi;
   const std::size_t gps = seg.groups_per_segment;
   const std::size_t round_groups = std::min<std::size_t>(cap, (gps + gpi - 1) / gpi * gpi);
-  const int per_sm = owner_allreduce_blocks_per_sm(DType::kBFloat16, bits, 128, comp);
+  const int per_sm = owner_allreduce_blocks_per_sm(DType::kBFloat16, bits, 128, cw);
   const int resident = c.sm_count * per_sm;
   const int per_wave = std::max(1, resident / (2 * P - 1));
   const int tpw = opt.tiles_per_wave > 0 ? opt.tiles_per_wave : 32;  // the communicator's default

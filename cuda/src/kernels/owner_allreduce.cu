@@ -6,9 +6,9 @@ namespace echo::cuda {
 cudaError_t owner_allreduce_f32(const CallArgs& a, bool last_round, int grid, cudaStream_t stream);
 cudaError_t owner_allreduce_bf16(const CallArgs& a, bool last_round, int grid, cudaStream_t stream);
 cudaError_t owner_allreduce_f16(const CallArgs& a, bool last_round, int grid, cudaStream_t stream);
-int owner_blocks_per_sm_f32(int bits, int group, bool comp);
-int owner_blocks_per_sm_bf16(int bits, int group, bool comp);
-int owner_blocks_per_sm_f16(int bits, int group, bool comp);
+int owner_blocks_per_sm_f32(int bits, int group, Compensation comp);
+int owner_blocks_per_sm_bf16(int bits, int group, Compensation comp);
+int owner_blocks_per_sm_f16(int bits, int group, Compensation comp);
 
 cudaError_t owner_preload_f32();
 cudaError_t owner_preload_bf16();
@@ -21,21 +21,24 @@ cudaError_t owner_allreduce_preload() {
   return e;
 }
 
-int lane_elements(int bits, int group, bool comp) {
-  // Push and reduce: without the compensator, 32 elements per lane halve the per-lane work
+int lane_elements(int bits, int group, Compensation comp) {
+  // Without the compensator, 32 elements per lane halve the per-lane work of push and reduce
   // (addressing, group map, parameter decode, loop control) against 16, at two resident blocks per
-  // multiprocessor either way (measured on 2 x H200, 1 GiB: push 359 -> 302 us, reduce 733 -> 624
-  // us, Echo 4-bit 1.70 -> 1.53 ms; docs/performance.md). The tail runs on 16-element lanes in
-  // every variant (owner_allreduce.cuh). With the compensator, the state occupies registers as
-  // well: 8 elements per lane (groups up to 256) keep more warps resident to hide the state's
-  // loads, 16 or 32 above. A group of 16 elements fits 16-element lanes only.
+  // multiprocessor either way (measured on 2 x H200, 1 GiB: push 359 -> 301 us, reduce 733 -> 624
+  // us, Echo 4-bit 1.70 -> 1.53 ms; docs/performance.md). A group of 16 elements fits 16-element
+  // lanes only. The tail runs on 16-element lanes in every variant (owner_allreduce.cuh).
+  // With the compensator its state occupies registers as well. Local residual: 8 elements per
+  // lane (groups up to 256) keep three blocks resident to hide the state's loads and the peer
+  // stores (1 GiB call: 4.48 ms against 4.61 on 16-element lanes at two blocks). Global residual
+  // (no state update in push and reduce): 16 elements per lane (5.89 against 6.31 ms on 8).
+  // Groups above 256 (local) or 512 elements need 16 or 32 to fit in one warp.
   (void)bits;
-  if (comp && group <= 256) return 8;
-  if (!comp) return group >= 32 ? 32 : 16;
+  if (comp == Compensation::kOff) return group >= 32 ? 32 : 16;
+  if (comp == Compensation::kLocal && group <= 256) return 8;
   return group / 16 > 32 ? 32 : 16;
 }
 
-int owner_allreduce_blocks_per_sm(DType dtype, int bits, int group, bool comp) {
+int owner_allreduce_blocks_per_sm(DType dtype, int bits, int group, Compensation comp) {
   switch (dtype) {
     case DType::kFloat32: return owner_blocks_per_sm_f32(bits, group, comp);
     case DType::kBFloat16: return owner_blocks_per_sm_bf16(bits, group, comp);

@@ -559,15 +559,17 @@ cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStr
 }
 
 // The kernel variant of a call shape: (bits, elements per lane, compensator); lane_elements()
-// picks 8 only with the compensator, so the 8-element variants exist only with COMP.
+// picks 8 only with the compensator (local residual), so the 8-element variants exist only with
+// COMP.
 #define ECHO_OWNER_VARIANTS(X, D)                                                              \
   X(D, 4, 32, false) X(D, 4, 32, true) X(D, 4, 16, false) X(D, 4, 16, true) X(D, 4, 8, true)   \
   X(D, 8, 32, false) X(D, 8, 32, true) X(D, 8, 16, false) X(D, 8, 16, true) X(D, 8, 8, true)
 
 template <DType D>
 cudaError_t launch_dtype(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
-  const bool comp = a.comp.mode != CompensatorMode::kOff;
-  const int e = lane_elements(a.bits, a.group, comp);
+  const Compensation c = compensation_of(a.comp.mode, a.comp.residual);
+  const bool comp = c != Compensation::kOff;
+  const int e = lane_elements(a.bits, a.group, c);
 #define ECHO_LAUNCH(DD, B, EE, C) \
   if (a.bits == B && e == EE && comp == C) return launch_variant<DD, B, EE, C>(a, last_round, grid, stream);
   ECHO_OWNER_VARIANTS(ECHO_LAUNCH, D)
@@ -577,9 +579,10 @@ cudaError_t launch_dtype(const CallArgs& a, bool last_round, int grid, cudaStrea
 
 // Resident blocks per multiprocessor of the variant a call of this shape launches.
 template <DType D>
-int blocks_per_sm_dtype(int bits, int group, bool comp) {
+int blocks_per_sm_dtype(int bits, int group, Compensation c) {
   const void* fn = nullptr;
-  const int e = lane_elements(bits, group, comp);
+  const bool comp = c != Compensation::kOff;
+  const int e = lane_elements(bits, group, c);
 #define ECHO_PICK(DD, B, EE, C) \
   if (bits == B && e == EE && comp == C) fn = reinterpret_cast<const void*>(owner_allreduce_kernel<DD, B, EE, C>);
   ECHO_OWNER_VARIANTS(ECHO_PICK, D)

@@ -7,7 +7,7 @@ cudaError_t owner_allreduce_f16(const CallArgs& a, bool last_round, int grid, cu
   return owner_detail::launch_dtype<DType::kFloat16>(a, last_round, grid, stream);
 }
 
-int owner_blocks_per_sm_f16(int bits, int group, bool comp) {
+int owner_blocks_per_sm_f16(int bits, int group, Compensation comp) {
   return owner_detail::blocks_per_sm_dtype<DType::kFloat16>(bits, group, comp);
 }
 

@@ -19,9 +19,38 @@ namespace {
 
 std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
-constexpr int kDefaultTilesPerWave = 32;  // measured at 1 GiB: 4, 8, 16, 32 -> 32 fastest (docs/performance.md)
-
 }  // namespace
+
+Schedule plan_schedule(const ScheduleInputs& in) {
+  Schedule s{};
+  const std::size_t gb = in.group_bytes;
+  const std::size_t pb = in.param_bytes;
+  const int groups_per_iter = (32 / (in.group / in.lane_elements)) * kWarpsPerBlock;
+  // Slot capacity in whole block iterations, leaving room to align the parameter region.
+  std::size_t cap = (in.slot_bytes - 256) / (gb + pb);
+  cap = std::max<std::size_t>(cap / groups_per_iter * groups_per_iter, groups_per_iter);
+  const std::size_t gps = in.groups_per_segment;
+  s.rounds = static_cast<int>(std::max<std::size_t>(1, (gps + cap - 1) / cap));
+  s.round_groups = align_up((gps + s.rounds - 1) / s.rounds, groups_per_iter);
+  s.codes_bytes = align_up(cap * gb, 256);
+  // Tiles and lag must be the same on every rank (flags are indexed by tile): derive them from
+  // the group's most shared GPU; only the grid follows this rank's own GPU.
+  const int resident_tiling = std::max(1, in.sm_count * in.blocks_per_sm / in.max_ranks_on_device);
+  const int resident = std::max(1, in.sm_count * in.blocks_per_sm / in.ranks_on_device);
+  const int jobs_per_step = 2 * in.ranks - 1;
+  const int per_wave = std::max(1, resident_tiling / jobs_per_step);
+  const int tiles_per_wave = in.tiles_per_wave > 0 ? in.tiles_per_wave : kDefaultTilesPerWave;
+  const std::size_t target_tiles = static_cast<std::size_t>(per_wave) * tiles_per_wave;
+  std::size_t tg = align_up(std::max<std::size_t>(1, (s.round_groups + target_tiles - 1) / target_tiles),
+                            groups_per_iter);
+  while ((s.round_groups + tg - 1) / tg > static_cast<std::size_t>(kMaxTilesPerRound)) tg += groups_per_iter;
+  s.tile_groups = static_cast<int>(tg);
+  s.num_tiles = static_cast<int>((s.round_groups + tg - 1) / tg);
+  s.lag = std::max(1, std::min(per_wave, s.num_tiles));
+  const long long jobs = static_cast<long long>(s.num_tiles + 2 * s.lag) * jobs_per_step;
+  s.grid = static_cast<int>(std::min<long long>(resident, jobs));
+  return s;
+}
 
 Status validate_spec(const AllReduceSpec& spec, int ranks) {
   if (Status s = spec.validate(ranks); !s.ok()) return s;
@@ -75,37 +104,20 @@ const Schedule& schedule_for(Communicator* comm, const AllReduceSpec& spec, std:
                         spec.quant.group, gps, static_cast<int>(comp)};
   auto it = comm->schedules.find(key);
   if (it != comm->schedules.end()) return it->second;
-  Schedule s{};
-  const int g = spec.quant.group;
-  const std::size_t gb = static_cast<std::size_t>(g) * spec.quant.bits / 8;
-  const std::size_t pb = spec.quant.param_bytes();
-  const int e = lane_elements(spec.quant.bits, g, comp);
-  const int groups_per_iter = (32 / (g / e)) * kWarpsPerBlock;
-  // Slot capacity in whole block iterations, leaving room to align the parameter region.
-  std::size_t cap = (comm->layout.slot_bytes - 256) / (gb + pb);
-  cap = std::max<std::size_t>(cap / groups_per_iter * groups_per_iter, groups_per_iter);
-  s.rounds = static_cast<int>(std::max<std::size_t>(1, (gps + cap - 1) / cap));
-  s.round_groups = align_up((gps + s.rounds - 1) / s.rounds, groups_per_iter);
-  s.codes_bytes = align_up(cap * gb, 256);
-  const int per_sm = owner_allreduce_blocks_per_sm(spec.dtype, spec.quant.bits, g, comp);
-  // Tiles and lag must be the same on every rank (flags are indexed by tile): derive them from
-  // the group's most shared GPU; only the grid follows this rank's own GPU.
-  const int resident_tiling = std::max(1, comm->sm_count * per_sm / comm->max_ranks_on_device);
-  const int resident = std::max(1, comm->sm_count * per_sm / comm->ranks_on_device);
-  const int jobs_per_step = 2 * comm->ranks - 1;
-  const int per_wave = std::max(1, resident_tiling / jobs_per_step);
-  const int tiles_per_wave = comm->options.tiles_per_wave > 0 ? comm->options.tiles_per_wave
-                                                              : kDefaultTilesPerWave;
-  const std::size_t target_tiles = static_cast<std::size_t>(per_wave) * tiles_per_wave;
-  std::size_t tg = align_up(std::max<std::size_t>(1, (s.round_groups + target_tiles - 1) / target_tiles),
-                            groups_per_iter);
-  while ((s.round_groups + tg - 1) / tg > static_cast<std::size_t>(kMaxTilesPerRound)) tg += groups_per_iter;
-  s.tile_groups = static_cast<int>(tg);
-  s.num_tiles = static_cast<int>((s.round_groups + tg - 1) / tg);
-  s.lag = std::max(1, std::min(per_wave, s.num_tiles));
-  const long long jobs = static_cast<long long>(s.num_tiles + 2 * s.lag) * jobs_per_step;
-  s.grid = static_cast<int>(std::min<long long>(resident, jobs));
-  return comm->schedules.emplace(key, s).first->second;
+  ScheduleInputs in{};
+  in.slot_bytes = comm->layout.slot_bytes;
+  in.groups_per_segment = gps;
+  in.group_bytes = static_cast<std::size_t>(spec.quant.group) * spec.quant.bits / 8;
+  in.param_bytes = spec.quant.param_bytes();
+  in.group = spec.quant.group;
+  in.lane_elements = lane_elements(spec.quant.bits, spec.quant.group, comp);
+  in.blocks_per_sm = owner_allreduce_blocks_per_sm(spec.dtype, spec.quant.bits, spec.quant.group, comp);
+  in.sm_count = comm->sm_count;
+  in.ranks = comm->ranks;
+  in.ranks_on_device = comm->ranks_on_device;
+  in.max_ranks_on_device = comm->max_ranks_on_device;
+  in.tiles_per_wave = comm->options.tiles_per_wave;
+  return comm->schedules.emplace(key, plan_schedule(in)).first->second;
 }
 
 }  // namespace

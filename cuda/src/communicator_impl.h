@@ -24,7 +24,30 @@ struct Schedule {
   std::size_t codes_bytes;
 };
 
-// (dtype, bits, quantizer, group, segment groups, compensator on): the variant decides residency.
+// What the tiling of a call shape depends on; schedule_for fills it from the communicator (the
+// stage probe from its own one-GPU setup), so both cut the same tiles.
+struct ScheduleInputs {
+  std::size_t slot_bytes;          // receive slot of one source: one round of its codes and parameters
+  std::size_t groups_per_segment;  // groups of a full segment
+  std::size_t group_bytes;         // packed codes of one group
+  std::size_t param_bytes;         // wire parameters of one group
+  int group;                       // elements per group
+  int lane_elements;               // elements per thread of push and reduce
+  int blocks_per_sm;               // resident blocks of the owner kernel variant
+  int sm_count;
+  int ranks;
+  int ranks_on_device;             // ranks on this rank's GPU: the grid
+  int max_ranks_on_device;         // ranks on the group's most shared GPU: the tiles
+  int tiles_per_wave;              // pipeline depth; 0 picks kDefaultTilesPerWave
+};
+inline constexpr int kDefaultTilesPerWave = 32;  // measured at 1 GiB: 4, 8, 16, 32 -> 32 fastest (docs/performance.md)
+
+// Rounds, tiles, lag and grid of a call shape: rounds split the segment evenly in whole block
+// iterations that fit the slot; about tiles_per_wave tiles per wave of resident jobs, at most
+// kMaxTilesPerRound; tiles and lag depend only on values every rank shares.
+Schedule plan_schedule(const ScheduleInputs& in);
+
+// (dtype, bits, quantizer, group, segment groups, compensator work): the variant decides residency.
 using ScheduleKey = std::tuple<int, int, int, int, std::size_t, int>;  // last: Compensation
 
 class Communicator {

@@ -82,31 +82,34 @@ int main(int argc, char** argv) {
     a.comp.eta = 0.75f; a.comp.a = 0.35f; a.comp.oa = 0.65f; a.comp.beta1 = 0.7f; a.comp.ob1 = 0.3f;
     a.comp.beta2 = 0.3f; a.comp.ob2 = 0.7f;
   }
-  // Same tiling rule as the communicator (schedule_for).
-  AllReduceSpec spec;
-  spec.quant.bits = bits;
+  // The communicator's tiling rule (plan_schedule), for this one-GPU setup.
   const Compensation cw = !comp ? Compensation::kOff : global ? Compensation::kGlobal : Compensation::kLocal;
-  const int e = lane_elements(bits, 128, cw);
-  const int gpi = (32 / (128 / e)) * kWarpsPerBlock;
-  const std::size_t gb = 128 * bits / 8;
-  std::size_t cap = (c.layout.slot_bytes - 256) / (gb + 4) / gpi * gpi;
+  ScheduleInputs si{};
+  si.slot_bytes = c.layout.slot_bytes;
+  si.groups_per_segment = seg.groups_per_segment;
+  si.group_bytes = static_cast<std::size_t>(128) * bits / 8;
+  si.param_bytes = 4;  // zero-aware: fp16 scale and zero-point
+  si.group = 128;
+  si.lane_elements = lane_elements(bits, 128, cw);
+  si.blocks_per_sm = owner_allreduce_blocks_per_sm(DType::kBFloat16, bits, 128, cw);
+  si.sm_count = c.sm_count;
+  si.ranks = P;
+  si.ranks_on_device = 1;
+  si.max_ranks_on_device = 1;
+  si.tiles_per_wave = opt.tiles_per_wave;
+  const Schedule sched = plan_schedule(si);
   const std::size_t gps = seg.groups_per_segment;
-  const std::size_t round_groups = std::min<std::size_t>(cap, (gps + gpi - 1) / gpi * gpi);
-  const int per_sm = owner_allreduce_blocks_per_sm(DType::kBFloat16, bits, 128, cw);
-  const int resident = c.sm_count * per_sm;
-  const int per_wave = std::max(1, resident / (2 * P - 1));
-  const int tpw = opt.tiles_per_wave > 0 ? opt.tiles_per_wave : 32;  // the communicator's default
-  std::size_t tg = (round_groups + per_wave * tpw - 1) / (per_wave * tpw);
-  tg = std::max<std::size_t>(gpi, (tg + gpi - 1) / gpi * gpi);
-  a.round_groups = round_groups;
-  a.tile_groups = static_cast<int>(tg);
-  a.num_tiles = static_cast<int>((round_groups + tg - 1) / tg);
-  a.lag = std::min(per_wave, a.num_tiles);
-  a.codes_bytes = (round_groups * gb + 255) / 256 * 256;
-  a.layout.slot_bytes = (a.codes_bytes + round_groups * 4 + 255) / 256 * 256;
-  const std::size_t rounds = (gps + round_groups - 1) / round_groups;
-  std::printf("n=%zu P=%d bits=%d comp=%s: resident blocks %d (%d/SM), tile %d groups, %d tiles, rounds needed %zu%s\n",
-              n, P, bits, comp_name.c_str(), resident, per_sm, a.tile_groups, a.num_tiles, rounds,
+  const std::size_t round_groups = std::min(sched.round_groups, gps);
+  a.round_groups = sched.round_groups;
+  a.tile_groups = sched.tile_groups;
+  a.num_tiles = sched.num_tiles;
+  a.lag = sched.lag;
+  a.codes_bytes = sched.codes_bytes;
+  const int per_sm = si.blocks_per_sm;
+  const int grid = sched.grid;
+  const int rounds = sched.rounds;
+  std::printf("n=%zu P=%d bits=%d comp=%s: grid %d blocks (%d/SM resident), tile %d groups, %d tiles, rounds needed %d%s\n",
+              n, P, bits, comp_name.c_str(), grid, per_sm, a.tile_groups, a.num_tiles, rounds,
               rounds > 1 ? " (each stage runs the first round only: times and rates cover that round)" : "");
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
@@ -122,7 +125,7 @@ int main(int argc, char** argv) {
     float best = 1e30f;
     for (int rep = 0; rep < 5; ++rep) {
       cudaEventRecord(e0);
-      owner_allreduce(a, false, resident, nullptr);
+      owner_allreduce(a, false, grid, nullptr);
       cudaEventRecord(e1);
       cudaEventSynchronize(e1);
       float ms = 0;

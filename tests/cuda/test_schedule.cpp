@@ -1,0 +1,116 @@
+// The owner kernel's tiling rule (plan_schedule), which needs no GPU: over a sweep of call shapes,
+// every schedule covers its segment in rounds that fit the receive slot, cuts tiles of whole block
+// iterations that the flag arrays can index, and gives ranks on differently shared GPUs the same
+// tiles (flags are indexed by tile) while each sizes its own grid.
+#include <boost/test/unit_test.hpp>
+
+#include <cstddef>
+#include <string>
+
+#include "communicator_impl.h"
+#include "launch.h"
+
+namespace {
+
+using namespace echo;
+using namespace echo::cuda;
+
+std::string describe(const ScheduleInputs& in) {
+  return "slot " + std::to_string(in.slot_bytes) + " gps " + std::to_string(in.groups_per_segment) + " g " +
+         std::to_string(in.group) + " gb " + std::to_string(in.group_bytes) + " E " +
+         std::to_string(in.lane_elements) + " blocks/SM " + std::to_string(in.blocks_per_sm) + " SMs " +
+         std::to_string(in.sm_count) + " P " + std::to_string(in.ranks) + " on GPU " +
+         std::to_string(in.ranks_on_device) + "/" + std::to_string(in.max_ranks_on_device) + " tpw " +
+         std::to_string(in.tiles_per_wave);
+}
+
+void check_schedule(const ScheduleInputs& in) {
+  const Schedule s = plan_schedule(in);
+  const std::string where = describe(in);
+  const std::size_t gpi = static_cast<std::size_t>(32 / (in.group / in.lane_elements)) * kWarpsPerBlock;
+  const std::size_t gps = in.groups_per_segment;
+  // Rounds: whole block iterations, covering the segment, none empty, each fitting the slot.
+  BOOST_REQUIRE_MESSAGE(s.rounds >= 1 && s.round_groups % gpi == 0, where);
+  BOOST_REQUIRE_MESSAGE(static_cast<std::size_t>(s.rounds) * s.round_groups >= gps, where);
+  BOOST_REQUIRE_MESSAGE(static_cast<std::size_t>(s.rounds - 1) * s.round_groups < gps, where);
+  BOOST_REQUIRE_MESSAGE(s.codes_bytes % 256 == 0 && s.codes_bytes >= s.round_groups * in.group_bytes, where);
+  BOOST_REQUIRE_MESSAGE(s.codes_bytes + s.round_groups * in.param_bytes <= in.slot_bytes, where);
+  // Tiles: whole block iterations, covering the round, none empty, within the flag arrays.
+  const std::size_t tg = static_cast<std::size_t>(s.tile_groups);
+  BOOST_REQUIRE_MESSAGE(tg >= gpi && tg % gpi == 0, where);
+  BOOST_REQUIRE_MESSAGE(static_cast<std::size_t>(s.num_tiles) * tg >= s.round_groups, where);
+  BOOST_REQUIRE_MESSAGE(static_cast<std::size_t>(s.num_tiles - 1) * tg < s.round_groups, where);
+  BOOST_REQUIRE_MESSAGE(s.num_tiles >= 1 && s.num_tiles <= kMaxTilesPerRound, where);
+  BOOST_REQUIRE_MESSAGE(s.lag >= 1 && s.lag <= s.num_tiles, where);
+  // Grid: at least one block, no more than this rank's share of its GPU keeps resident.
+  const int share = in.sm_count * in.blocks_per_sm / in.ranks_on_device;
+  BOOST_REQUIRE_MESSAGE(s.grid >= 1 && s.grid <= (share > 1 ? share : 1), where);
+  // A rank alone on its GPU cuts the same tiles as one on the group's most shared GPU.
+  ScheduleInputs alone = in;
+  alone.ranks_on_device = 1;
+  const Schedule t = plan_schedule(alone);
+  BOOST_REQUIRE_MESSAGE(t.rounds == s.rounds && t.round_groups == s.round_groups && t.tile_groups == s.tile_groups &&
+                            t.num_tiles == s.num_tiles && t.lag == s.lag && t.codes_bytes == s.codes_bytes,
+                        where);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(owner_schedule)
+
+BOOST_AUTO_TEST_CASE(every_schedule_covers_its_segment_within_slot_and_flags) {
+  std::size_t checked = 0;
+  for (std::size_t slot : {std::size_t{1} << 20, std::size_t{72} << 20, std::size_t{160} << 20}) {
+    for (int group : {16, 32, 128, 512, 1024}) {
+      for (int bits : {4, 8}) {
+        for (Compensation comp : {Compensation::kOff, Compensation::kLocal, Compensation::kGlobal}) {
+          for (int per_sm : {1, 2, 3, 4}) {
+            for (int ranks = 1; ranks <= kMaxRanks; ++ranks) {
+              for (int sharing : {1, 2, ranks}) {
+                if (sharing > ranks) continue;
+                for (std::size_t gps : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{65537},
+                                        std::size_t{1} << 21, (std::size_t{1} << 24) + 3}) {
+                  for (int tpw : {0, 1, 32, 1000}) {
+                    ScheduleInputs in{};
+                    in.slot_bytes = slot;
+                    in.groups_per_segment = gps;
+                    in.group_bytes = static_cast<std::size_t>(group) * bits / 8;
+                    in.param_bytes = 4;
+                    in.group = group;
+                    in.lane_elements = lane_elements(bits, group, comp);
+                    in.blocks_per_sm = per_sm;
+                    in.sm_count = 132;
+                    in.ranks = ranks;
+                    in.ranks_on_device = sharing;
+                    in.max_ranks_on_device = sharing;
+                    in.tiles_per_wave = tpw;
+                    check_schedule(in);
+                    ++checked;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  BOOST_TEST(checked > 100000u);
+}
+
+// Lanes fit a group into one warp: 32 / (group / E) groups per warp must be a whole number >= 1.
+BOOST_AUTO_TEST_CASE(lane_widths_fit_the_group_into_a_warp) {
+  for (int group : {16, 32, 64, 128, 256, 512, 1024}) {
+    for (int bits : {4, 8}) {
+      for (Compensation comp : {Compensation::kOff, Compensation::kLocal, Compensation::kGlobal}) {
+        const int e = lane_elements(bits, group, comp);
+        BOOST_TEST_REQUIRE((e == 8 || e == 16 || e == 32));
+        BOOST_TEST_REQUIRE(group % e == 0);
+        BOOST_TEST_REQUIRE(group / e <= 32);
+        BOOST_TEST_REQUIRE(32 % (group / e) == 0);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

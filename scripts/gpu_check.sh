@@ -15,8 +15,13 @@
 #   tune       a few pipeline depths at 1 GiB (echo4 rows only)
 #   tune-mid   pipeline depths 2 .. 32 at 4-64 MiB (nccl-bf16, echo4, echo8)
 #   profile    ncu stall reasons and per-instruction samples of the probe's push and reduce
+#   ab         A against B in one call: the probe runs and an echotk bench of BUILD_DIR (A) and of
+#              AB_DIR (B: another build, e.g. a branch's scripts/build_gpu_bundle.sh output; default
+#              BUILD_DIR), B with the environment AB_ENV (e.g. "CUDA_DEVICE_MAX_CONNECTIONS=32"),
+#              in the order A B A B, so drift between the passes shows
 # Environment: BUILD_DIR (default build-gpu), BENCH_ARGS (extra echotk bench options), PROBE_ARGS
-# (';'-separated argument lists of echo_cuda_stage_probe).
+# (';'-separated argument lists of echo_cuda_stage_probe), AB_DIR, AB_ENV, AB_BENCH_ARGS (the ab
+# stage's echotk bench options; default the 4- and 8-bit rows from 16 MiB to 1 GiB).
 # Without the build stage the stages run what BUILD_DIR/bin already holds (for instance binaries
 # built elsewhere with scripts/build_gpu_bundle.sh).
 set -uo pipefail
@@ -165,6 +170,35 @@ stage_tune() {
     "$build/bin/echotk" bench -b 1073741824 -e 1073741824 -n 20 --skip-verify --tiles-per-wave $t \
       --rows nccl-bf16 echo4 echo4-comp-local 2>&1 | tee -a "$out/tune.log" | grep -E "^\|"
   done
+}
+
+stage_ab() {
+  local other=${AB_DIR:-$build}
+  [[ -x $other/bin/echotk && -x $other/bin/echo_cuda_stage_probe ]] ||
+    { note "ab: $other/bin lacks echotk or echo_cuda_stage_probe"; return 1; }
+  local runs bench_args
+  IFS=';' read -ra runs <<<"${PROBE_ARGS:-536870912 2 4 off;536870912 2 4 dual}"
+  read -ra bench_args <<<"${AB_BENCH_ARGS:---rows nccl-bf16 echo4 echo8 -b 16777216 -f 4}"
+  local pass side dir args
+  local -a env_b
+  read -ra env_b <<<"${AB_ENV:-}"
+  for pass in 1 2; do
+    for side in A B; do
+      dir=$build
+      local -a pre=(env)
+      if [[ $side == B ]]; then
+        dir=$other
+        pre=(env "${env_b[@]}")
+      fi
+      for args in "${runs[@]}"; do
+        echo "== pass $pass $side ($dir) probe $args"
+        # shellcheck disable=SC2086  # args are the probe's word list
+        "${pre[@]}" "$dir/bin/echo_cuda_stage_probe" $args 2>&1 | grep -E "stage|update|rror"
+      done
+      echo "== pass $pass $side ($dir) echotk bench --skip-verify ${bench_args[*]}"
+      "${pre[@]}" "$dir/bin/echotk" bench --skip-verify "${bench_args[@]}" 2>&1 | grep -E "^\||rror"
+    done
+  done | tee "$out/ab.log"
 }
 
 for s in "${stages[@]}"; do

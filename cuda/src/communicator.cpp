@@ -195,7 +195,7 @@ Status create_group(int ranks, const int* devices, const CommOptions& options, C
   }
   for (int r = 0; r < ranks; ++r) {
     const int sharing = static_cast<int>(std::count(devices, devices + ranks, devices[r]));
-    if (sharing * kStreamsPerRank > work_queues()) {
+    if (sharing > 1 && sharing * kStreamsPerRank > work_queues()) {
       return Status(StatusCode::kUnsupported,
                     std::to_string(sharing) + " ranks share GPU " + std::to_string(devices[r]) + ": their " +
                         std::to_string(sharing * kStreamsPerRank) +

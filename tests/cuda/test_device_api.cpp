@@ -248,7 +248,7 @@ BOOST_AUTO_TEST_CASE(missing_peer_times_out_with_rank_tile_stage) {
 }
 
 // More ranks on one GPU than its hardware queues serve (two streams each) are refused with a
-// message naming the variable, before any device work. The check reads the environment, so this
+// message naming the variable, before any device work; a rank alone on its GPU never is. The check reads the environment, so this
 // runs without a GPU as well; the process's own queue count is left as it was.
 BOOST_AUTO_TEST_CASE(too_many_ranks_for_the_work_queues_are_refused) {
   const char* before = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
@@ -263,6 +263,14 @@ BOOST_AUTO_TEST_CASE(too_many_ranks_for_the_work_queues_are_refused) {
   BOOST_CHECK(s.message().find("3 ranks share GPU 0") != std::string::npos);
   BOOST_CHECK(s.message().find("CUDA_DEVICE_MAX_CONNECTIONS >= 6") != std::string::npos);
   BOOST_CHECK(comms[0] == nullptr);
+  // One rank per GPU cannot wait on itself across queues: frameworks that serialize their streams
+  // through a single queue (CUDA_DEVICE_MAX_CONNECTIONS=1) are not refused.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  const int alone[1] = {0};
+  cuda::Communicator* one = nullptr;
+  const Status t = cuda::create_group(1, alone, cuda::CommOptions{}, &one);
+  BOOST_CHECK_MESSAGE(t.message().find("CUDA_DEVICE_MAX_CONNECTIONS") == std::string::npos, t.message());
+  if (t.ok()) BOOST_CHECK(cuda::destroy(one).ok());
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "not a number", 1);
   BOOST_CHECK_EQUAL(cuda::work_queues(), 8);  // the driver's default
   if (before != nullptr) {

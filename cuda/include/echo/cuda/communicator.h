@@ -62,7 +62,8 @@ inline constexpr std::size_t default_exact_max_count(int ranks) {
 // GPU (the caller's and the library's side stream). When the streams of the ranks sharing a GPU
 // outnumber the queues, streams share a queue, and a rank's kernel can wait in it behind another
 // rank's kernel that spins until the first has run: the call times out. create_group refuses such
-// a group (kUnsupported, naming the variable).
+// a group (kUnsupported, naming the variable); a rank alone on its GPU has nobody to wait behind,
+// whatever the variable says.
 inline constexpr int kStreamsPerRank = 2;
 // The queue count the environment asks for (8 when CUDA_DEVICE_MAX_CONNECTIONS is unset).
 int work_queues();
@@ -75,7 +76,7 @@ class Communicator;
 struct CompensatorBuffers;
 
 // Single process: ranks[r] of comms lives on devices[r]; several ranks may share one device (at
-// most work_queues() / kStreamsPerRank of them).
+// most work_queues() / kStreamsPerRank of them when they do).
 Status create_group(int ranks, const int* devices, const CommOptions& options, Communicator** comms);
 // One process per GPU: `nccl` spans the ranks; the current device is this rank's GPU.
 Status create_from_nccl(ncclComm_t nccl, const CommOptions& options, Communicator** comm);

@@ -243,11 +243,6 @@ __device__ __forceinline__ unsigned encode_bits(const GroupMap& m, float magic, 
 }
 
 
-// float(q) for a code q < 2^23 without a conversion instruction: 2^23 + q is exact.
-__device__ __forceinline__ float code_to_float(unsigned code) {
-  return __fsub_rn(__uint_as_float(0x4B000000u | code), 8388608.0f);
-}
-
 // x^ = fp32(s * fp32(float(q) - z)) for a group whose scale is finite (not poisoned), from float(q)
 // and s, z as stored in fp16. Every element of a poisoned group is NaN (poisoned_value).
 __device__ __forceinline__ float decode_finite_value(float s, float z, float q) {

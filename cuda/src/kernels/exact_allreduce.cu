@@ -292,12 +292,15 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
   finish_launch(a, epoch, sc.k, last_round, 1, comp);
 }
 
+// The kernel's three dtype variants.
+const void* const kExactVariants[] = {reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat32>),
+                                      reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16>),
+                                      reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat16>)};
+
 }  // namespace
 
 cudaError_t exact_allreduce_preload() {
-  return load_kernels({reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat32>),
-                       reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16>),
-                       reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat16>)});
+  return load_kernels(kExactVariants, sizeof(kExactVariants) / sizeof(kExactVariants[0]));
 }
 
 // The fewest resident blocks per multiprocessor of the three dtype variants (they differ in
@@ -305,11 +308,8 @@ cudaError_t exact_allreduce_preload() {
 // larger count would leave the last rank on the GPU without a resident block while the others spin
 // waiting for its lines.
 int exact_allreduce_max_blocks_per_sm() {
-  const void* fns[] = {reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat32>),
-                       reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16>),
-                       reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat16>)};
-  int fewest = resident_blocks_per_sm(fns[0]);
-  for (const void* fn : fns) fewest = std::min(fewest, resident_blocks_per_sm(fn));
+  int fewest = resident_blocks_per_sm(kExactVariants[0]);
+  for (const void* fn : kExactVariants) fewest = std::min(fewest, resident_blocks_per_sm(fn));
   return fewest;
 }
 

@@ -452,25 +452,21 @@ struct OwnerStages {
     }
     TCodes next_codes;
     unsigned next_word = 0u;
-    {
-      const LaneGroup g = lane_group_of(tm, tr.first, tr.end);
-      if (g.active) {
-        next_word = load_param_word(slot + a.codes_bytes, g.grp - lg_base, symmetric);
-        next_codes.load(slot + (g.grp - lg_base) * group_bytes + tm.lane_in_group * TCodes::kBytes);
+    // The lane's codes and parameter word of the block iteration at `it`, into next_*.
+    auto load_iteration = [&](std::size_t it) {
+      const LaneGroup n = lane_group_of(tm, it, tr.end);
+      if (n.active) {
+        next_word = load_param_word(slot + a.codes_bytes, n.grp - lg_base, symmetric);
+        next_codes.load(slot + (n.grp - lg_base) * group_bytes + tm.lane_in_group * TCodes::kBytes);
       }
-    }
+    };
+    load_iteration(tr.first);
     for (std::size_t base = tr.first; base < tr.end; base += tm.groups_per_block) {
       if (threadIdx.x == 0) prefetch_slot(slot, lg_base, base + 2 * tm.groups_per_block, tr.end, tm.groups_per_block);
       const LaneGroup g = lane_group_of(tm, base, tr.end);
       const TCodes c = next_codes;
       const unsigned word = next_word;
-      if (base + tm.groups_per_block < tr.end) {
-        const LaneGroup n = lane_group_of(tm, base + tm.groups_per_block, tr.end);
-        if (n.active) {
-          next_word = load_param_word(slot + a.codes_bytes, n.grp - lg_base, symmetric);
-          next_codes.load(slot + (n.grp - lg_base) * group_bytes + tm.lane_in_group * TCodes::kBytes);
-        }
-      }
+      if (base + tm.groups_per_block < tr.end) load_iteration(base + tm.groups_per_block);
       if (!g.active) continue;
       const DecodeParams dp = params_of_word(word, symmetric, BITS);
       float y[kTailE];

@@ -193,17 +193,24 @@ Status create_group(int ranks, const int* devices, const CommOptions& options, C
   if (devices == nullptr || comms == nullptr) {
     return Status(StatusCode::kInvalidArgument, "devices and comms must not be null");
   }
+  // The group's most shared GPU: its ranks' streams must each get a hardware queue.
+  int most_shared = 0;
+  int busiest = devices[0];
   for (int r = 0; r < ranks; ++r) {
     const int sharing = static_cast<int>(std::count(devices, devices + ranks, devices[r]));
-    if (sharing > 1 && sharing * kStreamsPerRank > work_queues()) {
-      return Status(StatusCode::kUnsupported,
-                    std::to_string(sharing) + " ranks share GPU " + std::to_string(devices[r]) + ": their " +
-                        std::to_string(sharing * kStreamsPerRank) +
-                        " streams need CUDA_DEVICE_MAX_CONNECTIONS >= " + std::to_string(sharing * kStreamsPerRank) +
-                        " (now " + std::to_string(work_queues()) +
-                        "), set before the first CUDA call (echo::cuda::request_work_queues); with fewer hardware "
-                        "queues one rank's kernel can wait behind another's and the call times out");
+    if (sharing > most_shared) {
+      most_shared = sharing;
+      busiest = devices[r];
     }
+  }
+  const int queues = work_queues();
+  if (most_shared > 1 && most_shared * kStreamsPerRank > queues) {
+    const std::string need = std::to_string(most_shared * kStreamsPerRank);
+    return Status(StatusCode::kUnsupported,
+                  std::to_string(most_shared) + " ranks share GPU " + std::to_string(busiest) + ": their " + need +
+                      " streams need CUDA_DEVICE_MAX_CONNECTIONS >= " + need + " (now " + std::to_string(queues) +
+                      "), set before the first CUDA call (echo::cuda::request_work_queues); with fewer hardware "
+                      "queues one rank's kernel can wait behind another's and the call times out");
   }
   std::vector<std::unique_ptr<Communicator>> made(ranks);
   for (int r = 0; r < ranks; ++r) {
@@ -214,10 +221,7 @@ Status create_group(int ranks, const int* devices, const CommOptions& options, C
     c->device = devices[r];
     c->options = options;
     c->ranks_on_device = static_cast<int>(std::count(devices, devices + ranks, devices[r]));
-    for (int q = 0; q < ranks; ++q) {
-      c->max_ranks_on_device = std::max(c->max_ranks_on_device,
-                                        static_cast<int>(std::count(devices, devices + ranks, devices[q])));
-    }
+    c->max_ranks_on_device = most_shared;
     ECHO_RETURN_IF_ERROR(init_local(c));
   }
   // Peer access between distinct devices; ranks on one device use the plain pointers. The NCCL

@@ -120,34 +120,30 @@ int main(int argc, char** argv) {
   const double share = rounds > 1 ? static_cast<double>(round_groups) / static_cast<double>(gps) : 1.0;
   const double elems[3] = {share * static_cast<double>(n) * (P - 1) / P, share * static_cast<double>(n) / P,
                            share * static_cast<double>(n) * (P - 1) / P};
-  for (int k = 0; k < 3; ++k) {
-    a.stages = stages[k];
+  // The fastest of five launches, in ms.
+  auto best_of_five = [&](auto launch) {
     float best = 1e30f;
     for (int rep = 0; rep < 5; ++rep) {
       cudaEventRecord(e0);
-      owner_allreduce(a, false, grid, nullptr);
+      launch();
       cudaEventRecord(e1);
       cudaEventSynchronize(e1);
       float ms = 0;
       cudaEventElapsedTime(&ms, e0, e1);
       best = std::min(best, ms);
     }
+    return best;
+  };
+  for (int k = 0; k < 3; ++k) {
+    a.stages = stages[k];
+    const float best = best_of_five([&] { owner_allreduce(a, false, grid, nullptr); });
     std::printf("  stage %-6s %8.1f us  %6.2f G elements/s  (%s)\n", names[k], best * 1e3, elems[k] / best / 1e6,
                 cudaGetErrorString(cudaGetLastError()));
   }
   if (global) {
     // The global mode's update over the whole message (it runs on the side stream in a call).
-    const int grid = std::max(1, c.sm_count * kAuxBlocksPerSm);
-    float best = 1e30f;
-    for (int rep = 0; rep < 5; ++rep) {
-      cudaEventRecord(e0);
-      compensator_update(a, grid, nullptr);
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      best = std::min(best, ms);
-    }
+    const int update_grid = std::max(1, c.sm_count * kAuxBlocksPerSm);
+    const float best = best_of_five([&] { compensator_update(a, update_grid, nullptr); });
     std::printf("  update %8.1f us  %6.2f G elements/s  (%s)\n", best * 1e3, static_cast<double>(n) / best / 1e6,
                 cudaGetErrorString(cudaGetLastError()));
   }

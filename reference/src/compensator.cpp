@@ -51,10 +51,7 @@ void compensator_apply(const CompensatorSpec& spec, const CompensatorState& stat
                        std::size_t count, float* x_prime) {
   const bool active = spec.mode != CompensatorMode::kOff && state.m1.size() == count;
   if (!active) {
-    if (x_prime != x) {
-      for (std::size_t i = 0; i < count; ++i) x_prime[i] = x[i];
-    }
-    canonicalize_nans(x_prime, count);
+    for (std::size_t i = 0; i < count; ++i) x_prime[i] = canonical_nan(x[i]);
     return;
   }
   const float eta = spec.eta;
@@ -63,9 +60,8 @@ void compensator_apply(const CompensatorSpec& spec, const CompensatorState& stat
 #pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
     for (std::size_t i = 0; i < count; ++i) {
       const float c = eta * m1[i];
-      x_prime[i] = x[i] + c;
+      x_prime[i] = canonical_nan(x[i] + c);
     }
-    canonicalize_nans(x_prime, count);
     return;
   }
   const float a = spec.a;
@@ -77,8 +73,8 @@ void compensator_apply(const CompensatorSpec& spec, const CompensatorState& stat
     const float fast = oa * m2[i];
     const float blend = slow + fast;
     const float c = eta * blend;
-    x_prime[i] = x[i] + c;
-  }  canonicalize_nans(x_prime, count);
+    x_prime[i] = canonical_nan(x[i] + c);
+  }
 }
 
 namespace {
@@ -92,9 +88,9 @@ void ema_update(std::vector<float>& m, float beta, const float* u, std::size_t c
   for (std::size_t i = 0; i < count; ++i) {
     const float kept = beta * p[i];
     const float fresh = ob * u[i];
-    p[i] = kept + fresh;
+    p[i] = canonical_nan(kept + fresh);
   }
-  round_to_dtype(p, count, state_dtype);  // fp32 state: only NaNs change (the canonical one)
+  if (state_dtype != DType::kFloat32) round_to_dtype(p, count, state_dtype);
 }
 
 }  // namespace

@@ -27,23 +27,9 @@ std::optional<DType> parse_dtype(std::string_view name) {
 
 std::size_t dtype_size(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
 
-float canonical_nan(float v) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  if ((bits & 0x7FFFFFFFu) <= 0x7F800000u) return v;
-  const std::uint32_t canonical = kCanonicalNaNFloat;
-  std::memcpy(&v, &canonical, sizeof v);
-  return v;
-}
-
 void canonicalize_nans(float* values, std::size_t count) {
 #pragma omp parallel for simd schedule(static) if (count >= (1u << 18))
-  for (std::size_t i = 0; i < count; ++i) {
-    std::uint32_t bits;
-    std::memcpy(&bits, &values[i], sizeof bits);
-    const std::uint32_t out = (bits & 0x7FFFFFFFu) > 0x7F800000u ? kCanonicalNaNFloat : bits;
-    std::memcpy(&values[i], &out, sizeof out);
-  }
+  for (std::size_t i = 0; i < count; ++i) values[i] = canonical_nan(values[i]);
 }
 
 std::uint16_t float_to_half_bits(float value) {

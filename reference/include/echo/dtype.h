@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -23,8 +24,14 @@ std::size_t dtype_size(DType dtype);
 inline constexpr std::uint32_t kCanonicalNaNFloat = 0x7FC00000u;
 inline constexpr std::uint16_t kCanonicalNaNBFloat16 = 0x7FC0;
 inline constexpr std::uint16_t kCanonicalNaNHalf = 0x7E00;
-// v, or the canonical fp32 NaN when v is NaN.
-float canonical_nan(float v);
+// v, or the canonical fp32 NaN when v is NaN (inline: element loops vectorize with it).
+inline float canonical_nan(float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) bits = kCanonicalNaNFloat;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
 // canonical_nan() on count values in place.
 void canonicalize_nans(float* values, std::size_t count);
 

@@ -14,13 +14,7 @@
 #include "echo/cuda/communicator.h"
 #include "echo/cuda/host_group.h"
 #include "test_data.h"
-
-// Up to eight ranks share one GPU here: enough hardware queues for their streams, requested
-// before the first CUDA call.
-struct WorkQueues {
-  WorkQueues() { echo::cuda::request_work_queues(); }
-};
-BOOST_TEST_GLOBAL_FIXTURE(WorkQueues);
+#include "work_queues_fixture.h"
 
 namespace {
 

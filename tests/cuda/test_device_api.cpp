@@ -12,13 +12,7 @@
 
 #include "device_group.h"
 #include "test_data.h"
-
-// Up to eight ranks share one GPU here: enough hardware queues for their streams, requested
-// before the first CUDA call.
-struct WorkQueues {
-  WorkQueues() { echo::cuda::request_work_queues(); }
-};
-BOOST_TEST_GLOBAL_FIXTURE(WorkQueues);
+#include "work_queues_fixture.h"
 
 namespace {
 
@@ -248,8 +242,9 @@ BOOST_AUTO_TEST_CASE(missing_peer_times_out_with_rank_tile_stage) {
 }
 
 // More ranks on one GPU than its hardware queues serve (two streams each) are refused with a
-// message naming the variable, before any device work; a rank alone on its GPU never is. The check reads the environment, so this
-// runs without a GPU as well; the process's own queue count is left as it was.
+// message naming the variable, before any device work; a rank alone on its GPU never is. The
+// check reads the environment, so this runs without a GPU as well; the process's own queue count
+// is left as it was.
 BOOST_AUTO_TEST_CASE(too_many_ranks_for_the_work_queues_are_refused) {
   const char* before = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   const std::string saved = before != nullptr ? before : "";

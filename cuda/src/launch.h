@@ -38,11 +38,13 @@ inline cudaError_t load_kernels(std::initializer_list<const void*> fns) {
   return load_kernels(fns.begin(), fns.size());
 }
 
-// Resident blocks of kBlockThreads per multiprocessor of a kernel, at least 1 (1 when the query
-// fails: the caller then sizes for the fewest).
-inline int resident_blocks_per_sm(const void* fn) {
+// Resident blocks of kBlockThreads per multiprocessor of a kernel launched with `dynamic_smem`
+// bytes of dynamic shared memory, at least 1 (1 when the query fails: the caller then sizes for
+// the fewest).
+inline int resident_blocks_per_sm(const void* fn, std::size_t dynamic_smem = 0) {
   int n = 0;
-  if (fn == nullptr || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kBlockThreads, 0) != cudaSuccess) {
+  if (fn == nullptr ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kBlockThreads, dynamic_smem) != cudaSuccess) {
     (void)cudaGetLastError();
     return 1;
   }

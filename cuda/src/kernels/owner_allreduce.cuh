@@ -19,6 +19,7 @@
 #include "kernel_args.h"
 #include "lane_ops.cuh"
 #include "launch.h"
+#include "staged_loads.cuh"
 
 namespace echo::cuda {
 namespace owner_detail {
@@ -121,6 +122,11 @@ struct OwnerStages {
   // spill, so they load as they go.
   static constexpr bool kPrefetch = !COMP && E == 16;
   static constexpr int kPeerBatch = kPrefetch ? 4 : 1;
+  // The compensated variants on 8- and 16-element lanes copy the next iteration's input and state
+  // into shared memory instead (staged_loads.cuh): 8-element lanes either state type, 16-element
+  // ones bf16 state only; 32 elements would need too much of it.
+  static constexpr bool kStaged = COMP && E <= 16;
+  static constexpr bool kStagedF32 = COMP && E == 8;
   const CallArgs& a;
   unsigned long long epoch;
   Scaling sc;
@@ -130,9 +136,10 @@ struct OwnerStages {
   bool out_aligned;
   std::size_t group_bytes;  // packed codes of one group
   LaneMap<E> lm;
+  StagedLane<D, E, kStagedF32> staged;
 
-  __device__ OwnerStages(const CallArgs& args, unsigned long long ep, Scaling scaling)
-      : a(args), epoch(ep), sc(scaling), lm(args.group) {
+  __device__ OwnerStages(const CallArgs& args, unsigned long long ep, Scaling scaling, uint4* smem)
+      : a(args), epoch(ep), sc(scaling), lm(args.group), staged{smem} {
     fresh = COMP && *a.comp.fresh != 0;
     symmetric = a.kind == QuantizerKind::kSymmetric;
     in_aligned = (reinterpret_cast<std::uintptr_t>(a.in) & 15u) == 0;
@@ -166,7 +173,9 @@ struct OwnerStages {
   __device__ __forceinline__ Input take_input(std::size_t base, std::size_t end, const LaneGroup& g,
                                               Input& next) const {
     Input cur = next;
-    if (!kPrefetch) {
+    if (staged_lane(g)) {
+      cur.fast = false;  // from the staging buffers (entry)
+    } else if (!kPrefetch) {
       cur.load(a.in, g, in_aligned);
     } else if (base + lm.groups_per_block < end) {
       next.load(a.in, lane_group(base + lm.groups_per_block, end), in_aligned);
@@ -194,13 +203,44 @@ struct OwnerStages {
     prefetch_l2(slot + a.codes_bytes + g0 * pw, n * pw);
   }
 
+  // Staged variants: whole, aligned lanes of a call whose state the buffers hold take their input
+  // and state from them.
+  __device__ __forceinline__ bool staged_lane(const LaneGroup& g) const {
+    return kStaged && StagedLane<D, E, kStagedF32>::holds(a.comp) && g.active && g.valid == E && in_aligned;
+  }
+  // Staged variants: the copies of the block iteration at `base` into buffer `buf`.
+  __device__ __forceinline__ void stage(std::size_t base, std::size_t end, int buf) const {
+    if constexpr (kStaged) {
+      const LaneGroup n = lane_group(base, end);
+      staged.issue(staged_lane(n), a.in, a.comp, n.e0, buf);
+    }
+  }
+  // Staged variants, at the top of the iteration at `base` that reads buffer `buf`: the next
+  // iteration's copies go out into the other buffer, then this one's are waited for.
+  __device__ __forceinline__ void stage_next(std::size_t base, std::size_t end, int buf) const {
+    if constexpr (kStaged) {
+      if (base + lm.groups_per_block < end) {
+        stage(base + lm.groups_per_block, end, buf ^ 1);
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+    }
+  }
+
   // x' of a lane (gradient units) with the state it was formed from; also the global-mode stash
   // and the optional x' output.
-  __device__ void entry(const LaneGroup& g, const Input& in, float (&x)[E], float (&m1)[E], float (&m2)[E]) {
-    in.to_float(a.in, g, x);
+  __device__ void entry(const LaneGroup& g, const Input& in, int buf, float (&x)[E], float (&m1)[E],
+                        float (&m2)[E]) {
+    const bool from_stage = staged_lane(g);
+    if (from_stage) {
+      staged.read(a.comp, buf, x, m1, m2);
+    } else {
+      in.to_float(a.in, g, x);
+    }
     if constexpr (COMP) {
       if (a.comp.residual == ResidualMode::kGlobal) store_elems<D, E>(a.comp.stash, g.e0, g.valid, true, x);
-      load_state<E>(a.comp, g.e0, g.valid, m1, m2);
+      if (!from_stage) load_state<E>(a.comp, g.e0, g.valid, m1, m2);
       apply_compensation<E>(a.comp, fresh, m1, m2, x);
     }
     if (a.compensated != nullptr) store_f32_canonical<E>(a.compensated + g.e0, g.valid, x);
@@ -240,11 +280,14 @@ struct OwnerStages {
     unsigned char* params = slot + a.codes_bytes;
     const QuantParams qp{BITS, a.kind};
     Input next = first_input(tr);
-    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block) {
+    int buf = 0;
+    stage(tr.first, tr.end, buf);
+    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
       const LaneGroup g = lane_group(base, tr.end);
+      stage_next(base, tr.end, buf);
       const Input cur = take_input(base, tr.end, g, next);
       float x[E], m1[E], m2[E];
-      entry(g, cur, x, m1, m2);
+      entry(g, cur, buf, x, m1, m2);
       float xs[E];
       scaled(x, xs);
       const GroupStats st = group_stats<E>(xs, g.valid, lm.lanes_per_group);
@@ -345,12 +388,15 @@ struct OwnerStages {
     const QuantParams qp{BITS, a.kind};
     unsigned long long poisoned = 0;
     Input next = first_input(tr);
-    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block) {
+    int buf = 0;
+    stage(tr.first, tr.end, buf);
+    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
       const LaneGroup g = lane_group(base, tr.end);
+      stage_next(base, tr.end, buf);
       const Input cur = take_input(base, tr.end, g, next);
       const std::size_t lg = g.grp - seg_first - a.round_group_begin;
       float x[E], m1[E], m2[E];
-      entry(g, cur, x, m1, m2);
+      entry(g, cur, buf, x, m1, m2);
       float xs[E];
       scaled(x, xs);
       // fp32 sum in rank order; the owner's own copy is never quantized. A NaN sum poisons its
@@ -501,11 +547,12 @@ struct JobSlot {
 template <DType D, int BITS, int E, bool COMP>
 __global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : (E == 8 ? 3 : 2)) owner_allreduce_kernel(CallArgs a, bool last_round) {
   __shared__ JobSlot slot;
+  extern __shared__ uint4 staging[];  // staged_bytes<D, E, COMP>() bytes
   const unsigned long long epoch = a.control->seq + 1;
   Scaling sc = make_scaling(0);
   bool ok = true;
   if (a.backward) ok = block_read_scaling(a, epoch - a.round, &sc);
-  OwnerStages<D, BITS, E, COMP> st(a, epoch, sc);
+  OwnerStages<D, BITS, E, COMP> st(a, epoch, sc, staging);
   const int P = a.ranks;
   const long long jobs_per_step = 2LL * P - 1;
   const long long jobs = (static_cast<long long>(a.num_tiles) + 2LL * a.lag) * jobs_per_step;
@@ -549,9 +596,21 @@ __global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : (E == 8
                 a.comp.mode != CompensatorMode::kOff && a.comp.residual == ResidualMode::kLocal);
 }
 
+// Dynamic shared memory of a variant: the staging buffers of the staged ones, none otherwise.
+template <DType D, int BITS, int E, bool COMP>
+constexpr std::size_t staged_bytes() {
+  using S = OwnerStages<D, BITS, E, COMP>;
+  return S::kStaged ? StagedLayout<D, E, S::kStagedF32>::kBytes : 0;
+}
+
+// A launch reserves the staging buffers only when its call stages (the 16-element lanes with fp32
+// state do not, and run faster without the reservation: docs/performance.md).
 template <DType D, int BITS, int E, bool COMP>
 cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
-  owner_allreduce_kernel<D, BITS, E, COMP><<<grid, kBlockThreads, 0, stream>>>(a, last_round);
+  using S = OwnerStages<D, BITS, E, COMP>;
+  const bool stages = S::kStaged && (S::kStagedF32 || a.comp.bf16_state);
+  owner_allreduce_kernel<D, BITS, E, COMP>
+      <<<grid, kBlockThreads, stages ? staged_bytes<D, BITS, E, COMP>() : 0, stream>>>(a, last_round);
   return cudaGetLastError();
 }
 
@@ -578,16 +637,21 @@ cudaError_t launch_dtype(const CallArgs& a, bool last_round, int grid, cudaStrea
 template <DType D>
 int blocks_per_sm_dtype(int bits, int group, Compensation c) {
   const void* fn = nullptr;
+  std::size_t smem = 0;
   const bool comp = c != Compensation::kOff;
   const int e = lane_elements(bits, group, c);
-#define ECHO_PICK(DD, B, EE, C) \
-  if (bits == B && e == EE && comp == C) fn = reinterpret_cast<const void*>(owner_allreduce_kernel<DD, B, EE, C>);
+#define ECHO_PICK(DD, B, EE, C)                                                  \
+  if (bits == B && e == EE && comp == C) {                                       \
+    fn = reinterpret_cast<const void*>(owner_allreduce_kernel<DD, B, EE, C>);   \
+    smem = staged_bytes<DD, B, EE, C>();                                         \
+  }
   ECHO_OWNER_VARIANTS(ECHO_PICK, D)
 #undef ECHO_PICK
-  return resident_blocks_per_sm(fn);
+  return resident_blocks_per_sm(fn, smem);
 }
 
-// Loads every variant of this dtype into the current context (see preload_kernels).
+// Loads every variant of this dtype into the current context (see preload_kernels) and lets the
+// staged ones use their dynamic shared memory (above the default 48 KiB for some).
 template <DType D>
 cudaError_t preload_dtype() {
   const void* fns[] = {
@@ -595,7 +659,17 @@ cudaError_t preload_dtype() {
       ECHO_OWNER_VARIANTS(ECHO_FN, D)
 #undef ECHO_FN
   };
-  return load_kernels(fns, sizeof(fns) / sizeof(fns[0]));
+  if (const cudaError_t e = load_kernels(fns, sizeof(fns) / sizeof(fns[0])); e != cudaSuccess) return e;
+  cudaError_t e = cudaSuccess;
+#define ECHO_SMEM(DD, B, EE, C)                                                                      \
+  if (e == cudaSuccess && staged_bytes<DD, B, EE, C>() > 0) {                                        \
+    e = cudaFuncSetAttribute(owner_allreduce_kernel<DD, B, EE, C>,                                    \
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,                             \
+                             static_cast<int>(staged_bytes<DD, B, EE, C>()));                         \
+  }
+  ECHO_OWNER_VARIANTS(ECHO_SMEM, D)
+#undef ECHO_SMEM
+  return e;
 }
 
 #undef ECHO_OWNER_VARIANTS

@@ -95,7 +95,7 @@ struct Options {
   int mm_m = 8192, mm_n = 8192, mm_k = 8192;
   std::string markdown;
   int tiles_per_wave = 0;
-  std::size_t slot_mib = 72;
+  std::size_t slot_mib = 0;
   bool skip_verify = false;
 };
 
@@ -410,7 +410,8 @@ void run_bench(Options opt) {
   head << "# echotk bench " << date << ": " << c.P << " x " << prop.name << ", CUDA driver API "
        << driver / 1000 << "." << (driver % 1000) / 10 << ", NCCL " << NCCL_MAJOR << "." << NCCL_MINOR << "."
        << NCCL_PATCH << ", bf16, medians of " << opt.iters << " iterations after " << opt.warmup
-       << " warm-up, background peer-to-peer duty " << fmt(opt.duty * 100, 0) << "%\n";
+       << " warm-up, background peer-to-peer duty " << fmt(opt.duty * 100, 0) << "%, Echo receive slots "
+       << ((opt.slot_mib != 0 ? opt.slot_mib << 20 : cuda::default_slot_bytes(c.P)) >> 20) << " MiB\n";
 
   c.streams.resize(c.P);
   c.in.resize(c.P);
@@ -518,7 +519,8 @@ void register_bench(CLI::App& app) {
   sub->add_option("--matmul-k", opt->mm_k, "inner size of the overlapped bf16 matmul")->capture_default_str();
   sub->add_option("--markdown", opt->markdown, "append the table (with date, GPU, driver) to this file");
   sub->add_option("--tiles-per-wave", opt->tiles_per_wave, "pipeline depth of the Echo kernels (0: default)");
-  sub->add_option("--slot-mib", opt->slot_mib, "receive slot per source in MiB")->capture_default_str();
+  sub->add_option("--slot-mib", opt->slot_mib, "receive slot per source in MiB (0: the library's default for P ranks)")
+      ->capture_default_str();
   sub->add_flag("--skip-verify", opt->skip_verify, "skip the #wrong and error columns (faster)");
   sub->callback([opt] { run_bench(*opt); });
 }

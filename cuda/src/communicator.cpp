@@ -124,7 +124,7 @@ const Schedule& schedule_for(Communicator* comm, const AllReduceSpec& spec, std:
 
 WorkspaceLayout make_layout(const CommOptions& options, int ranks) {
   WorkspaceLayout l{};
-  l.slot_bytes = align_up(options.slot_bytes, 256);
+  l.slot_bytes = align_up(options.slot_bytes != 0 ? options.slot_bytes : default_slot_bytes(ranks), 256);
   l.exact_capacity = align_up(std::max<std::size_t>(options.exact_capacity, kExactChunk), kExactChunk);
   std::size_t off = 0;
   l.recv_offset = off;

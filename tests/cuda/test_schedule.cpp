@@ -113,4 +113,35 @@ BOOST_AUTO_TEST_CASE(lane_widths_fit_the_group_into_a_warp) {
   }
 }
 
+// The default receive slot (CommOptions::slot_bytes = 0) keeps the slots at 576 MiB per rank up
+// to P = 4 and runs a 1 GiB bf16 message at 4 bits (group 128, zero-aware parameters) in one round
+// at every P, through the layout rule the communicator uses.
+BOOST_AUTO_TEST_CASE(default_slot_runs_a_gib_at_four_bits_in_one_round) {
+  const std::size_t count = std::size_t{1} << 29;
+  const int group = 128;
+  for (int ranks = 2; ranks <= kMaxRanks; ++ranks) {
+    CommOptions opt;
+    const WorkspaceLayout layout = make_layout(opt, ranks);
+    BOOST_TEST_REQUIRE(layout.slot_bytes >= default_slot_bytes(ranks));
+    const std::size_t slots = 2 * static_cast<std::size_t>(ranks) * layout.slot_bytes;
+    if (ranks <= 4) BOOST_TEST(slots <= (std::size_t{576} << 20) + 2 * ranks * 256u);
+    const std::size_t groups = count / group;
+    ScheduleInputs in{};
+    in.slot_bytes = layout.slot_bytes;
+    in.groups_per_segment = (groups + ranks - 1) / ranks;
+    in.group_bytes = group * 4 / 8;
+    in.param_bytes = 4;
+    in.group = group;
+    in.lane_elements = lane_elements(4, group, Compensation::kOff);
+    in.blocks_per_sm = 2;
+    in.sm_count = 132;
+    in.ranks = ranks;
+    in.ranks_on_device = 1;
+    in.max_ranks_on_device = 1;
+    const Schedule s = plan_schedule(in);
+    BOOST_TEST_INFO("P = " << ranks);
+    BOOST_TEST(s.rounds == 1);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -29,10 +29,22 @@ enum class Transport : int {
                     // reach each other's memory (other nodes)
 };
 
+// Receive slot of one source when CommOptions::slot_bytes is 0: 288 MiB / P, at least 72 MiB
+// (144 MiB at P = 2, 72 MiB from P = 4). Each rank holds 2 P slots, so the workspace is 576 MiB
+// at P = 2 and 4, and a 1 GiB bf16 message at 4 bits runs in one round at every P up to 4 (each
+// round adds a pipeline fill and drain: at P = 2, 1 GiB, 1.54 -> 1.45 ms from two rounds to one,
+// docs/performance.md).
+inline constexpr std::size_t default_slot_bytes(int ranks) {
+  const std::size_t floor = std::size_t{72} << 20;
+  const std::size_t share = (std::size_t{288} << 20) / static_cast<std::size_t>(ranks < 1 ? 1 : ranks);
+  return share > floor ? share : floor;
+}
+
 struct CommOptions {
-  // Bytes of one source's receive slot: one round of a segment's codes and parameters. Larger
-  // messages run in several rounds (bit-identical: rounds split on tile boundaries).
-  std::size_t slot_bytes = std::size_t{72} << 20;
+  // Bytes of one source's receive slot: one round of a segment's codes and parameters (0:
+  // default_slot_bytes(P)). Larger messages run in several rounds (bit-identical: rounds split on
+  // tile boundaries).
+  std::size_t slot_bytes = 0;
   // Elements per round of the exact small-message path.
   std::size_t exact_capacity = std::size_t{1} << 20;
   // A wait on a peer flag longer than this fails the call with kTimeout (rank, tile, stage).

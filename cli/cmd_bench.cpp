@@ -3,7 +3,9 @@
 // and the relative error of the result against the exact fp64 sum. Medians over --iters timed
 // iterations after --warmup, each iteration's time the slowest rank's (CUDA events). Rows with the
 // fused compensator are timed as the paper does: matmul + all-reduce minus the matmul alone, so the
-// side-stream update overlaps the matmul. --background-duty adds a peer-to-peer copy loop between
+// side-stream update overlaps the matmul. The matmul stands for the next layer's projection of the
+// message's tokens: (count / 8192 tokens, at most 8192) x 8192 x 8192 unless --matmul-m fixes its
+// rows, so its run-to-run jitter stays small next to the all-reduce at every size. --background-duty adds a peer-to-peer copy loop between
 // the GPUs (paper Table 3).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -92,7 +94,7 @@ struct Options {
   int warmup = 10;
   std::vector<std::string> rows;
   double duty = 0.0;
-  int mm_m = 8192, mm_n = 8192, mm_k = 8192;
+  int mm_m = 0, mm_n = 8192, mm_k = 8192;  // mm_m 0: rows follow the message (matmul_rows)
   std::string markdown;
   int tiles_per_wave = 0;
   std::size_t slot_mib = 0;
@@ -201,8 +203,22 @@ std::vector<double> time_loop(Context& c, int warmup, int iters, const std::func
   return worst;
 }
 
-// The overlapped bf16 matmul of rank r on its stream.
-void run_matmul(Context& c, int r) { check(kCmd, cuda::bench::matmul_run(c.mm[r], c.streams[r])); }
+// Most rows of the overlapped matmul when they follow the message (--matmul-m 0): 8192 keeps it
+// at about 1.4 ms on an H200, below the clock drops that a longer one brings on.
+constexpr int kMatmulMaxRows = 8192;
+
+// Rows of the overlapped matmul for a message of `count` elements: the message's tokens at a
+// hidden size of --matmul-k, at least 1 and at most kMatmulMaxRows, or --matmul-m when set.
+int matmul_rows(const Options& opt, std::size_t count) {
+  if (opt.mm_m > 0) return opt.mm_m;
+  const std::size_t tokens = count / static_cast<std::size_t>(opt.mm_k);
+  return static_cast<int>(std::clamp<std::size_t>(tokens, 1, kMatmulMaxRows));
+}
+
+// The overlapped bf16 matmul of rank r on its stream (`rows` rows).
+void run_matmul(Context& c, int r, int rows) {
+  check(kCmd, cuda::bench::matmul_run(c.mm[r], c.streams[r], rows));
+}
 
 struct Verify {
   unsigned long long wrong = 0;
@@ -252,6 +268,7 @@ struct Measured {
 
 Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
   Measured m;
+  const int mm_rows = matmul_rows(c.opt, count);
   std::function<void(int)> op;
   AllReduceSpec spec;
   spec.dtype = DType::kBFloat16;
@@ -278,7 +295,7 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
     op = [&, comp](int r) {
       check(kCmd, cuda::allreduce(comms[r], c.in[r], c.out[r], count, spec, comp ? c.states[r] : nullptr,
                                   c.streams[r]));
-      if (row.with_matmul) run_matmul(c, r);
+      if (row.with_matmul) run_matmul(c, r, mm_rows);
     };
   }
   const auto t = time_loop(c, c.opt.warmup, c.opt.iters, op);
@@ -287,7 +304,7 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
     // The matmul alone, measured right after the row with the same iterations: its time drifts
     // over a run (clocks under sustained load), so a single early measurement would bias the
     // difference by a few hundred microseconds.
-    m.ms -= median(time_loop(c, c.opt.warmup, c.opt.iters, [&](int r) { run_matmul(c, r); }));
+    m.ms -= median(time_loop(c, c.opt.warmup, c.opt.iters, [&](int r) { run_matmul(c, r, mm_rows); }));
   }
   if (!row.nccl_baseline) {
     auto& comms = row.transport == cuda::Transport::kNccl ? c.ncclt : c.p2p;
@@ -422,7 +439,7 @@ void run_bench(Options opt) {
     cuda_ok(cudaStreamCreateWithFlags(&c.streams[r], cudaStreamNonBlocking), "stream");
     cuda_ok(cudaMalloc(&c.in[r], max_count * 2), "malloc");
     cuda_ok(cudaMalloc(&c.out[r], max_count * 2), "malloc");
-    check(kCmd, cuda::bench::matmul_create(opt.mm_m, opt.mm_n, opt.mm_k, &c.mm[r]));
+    check(kCmd, cuda::bench::matmul_create(opt.mm_m > 0 ? opt.mm_m : kMatmulMaxRows, opt.mm_n, opt.mm_k, &c.mm[r]));
   }
   cudaSetDevice(c.devs[0]);
   cuda_ok(cudaMalloc(&c.ref, max_count * sizeof(double)), "malloc");
@@ -452,9 +469,12 @@ void run_bench(Options opt) {
   measure_links(c, std::cout);
   Background bg;
   bg.start(c.devs, opt.duty);
+  const int top_rows = opt.mm_m > 0 ? opt.mm_m : kMatmulMaxRows;
   const double matmul_ms =
-      median(time_loop(c, 3, std::max(10, opt.iters / 2), [&](int r) { run_matmul(c, r); }));
-  std::cout << "# matmul " << opt.mm_m << "x" << opt.mm_n << "x" << opt.mm_k << " bf16 alone: " << fmt(matmul_ms * 1e3, 1)
+      median(time_loop(c, 3, std::max(10, opt.iters / 2), [&](int r) { run_matmul(c, r, top_rows); }));
+  std::cout << "# matmul " << (opt.mm_m > 0 ? std::to_string(opt.mm_m) : "(count / " + std::to_string(opt.mm_k) + ", 1.." +
+                                                                          std::to_string(kMatmulMaxRows) + ")")
+            << "x" << opt.mm_n << "x" << opt.mm_k << " bf16, alone at " << top_rows << " rows: " << fmt(matmul_ms * 1e3, 1)
             << " us at the start (the compensated rows subtract the matmul alone measured right after each of them)\n";
   const std::string cols = "| row | size (B) | count | type | time (us) | algbw (GB/s) | busbw (GB/s) | #wrong | speedup | rel. error |";
   std::ostringstream table;
@@ -514,7 +534,10 @@ void register_bench(CLI::App& app) {
                   "echo4-quant exact (default: all; the -bf16 rows time the compensated call alone with bf16 state)");
   sub->add_option("--background-duty", opt->duty, "fraction of time each GPU copies to the next one (0: off)")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--matmul-m", opt->mm_m, "rows of the overlapped bf16 matmul")->capture_default_str();
+  sub->add_option("--matmul-m", opt->mm_m,
+                  "rows of the overlapped bf16 matmul (0: the message's tokens, count / matmul-k, at most 8192)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--matmul-n", opt->mm_n, "columns of the overlapped bf16 matmul")->capture_default_str();
   sub->add_option("--matmul-k", opt->mm_k, "inner size of the overlapped bf16 matmul")->capture_default_str();
   sub->add_option("--markdown", opt->markdown, "append the table (with date, GPU, driver) to this file");

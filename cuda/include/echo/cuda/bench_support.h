@@ -34,7 +34,8 @@ Status spin(double microseconds, cudaStream_t stream);
 // bf16 matrix product C = A B (m x k by k x n) through cuBLAS, on the current device.
 class Matmul;
 Status matmul_create(int m, int n, int k, Matmul** out);
-Status matmul_run(Matmul* mm, cudaStream_t stream);
+// rows: the rows of A and C this run uses (0: all m of matmul_create; at most m).
+Status matmul_run(Matmul* mm, cudaStream_t stream, int rows = 0);
 Status matmul_destroy(Matmul* mm);
 
 }  // namespace echo::cuda::bench

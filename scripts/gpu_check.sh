@@ -125,10 +125,10 @@ stage_profile() {
 
 stage_sanitize() {
   # One GPU, no peer waits: every stage kernel at an awkward size under memcheck and racecheck, in
-  # the compensated variants that stage their loads through shared memory (fp32 and bf16 state on
-  # 8-element lanes, bf16 state on 16).
+  # the variants that stage their loads through shared memory (uncompensated 4-bit; fp32 and bf16
+  # state on 8-element lanes, bf16 state on 16).
   local p=$build/bin/echo_cuda_stage_probe comp
-  for comp in dual dual-bf16 global-bf16; do
+  for comp in off dual dual-bf16 global-bf16; do
     for tool in memcheck racecheck; do
       timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$p" 1000003 4 4 $comp >"$out/sanitize-$tool-$comp.log" 2>&1
       note "compute-sanitizer $tool (stage probe, $comp): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool-$comp.log" | tail -1)"

@@ -4,9 +4,10 @@
 // registers, as the uncompensated ones do; without it every iteration waits for its loads. Each
 // thread copies and later reads back only its own words, so completing its own copy groups
 // (cp.async.wait_group) is the only synchronization these buffers need.
-// F32: the buffers also hold fp32 state. The 8-element lanes of the local residual stage either
-// state type; the 16-element lanes of the global residual stage only bf16 state (staging fp32
-// state there made the call slower, docs/performance.md).
+// STATE_BYTES: bytes per element of one average the buffers hold: 4 (fp32 or bf16 state), 2 (bf16
+// state only) or 0 (input only). The 8-element lanes of the local residual stage either state
+// type; the 16-element lanes of the global residual only bf16 state (staging fp32 state there made
+// the call slower, docs/performance.md); the uncompensated 4-bit 32-element lanes their input.
 #pragma once
 
 #include <cstddef>
@@ -30,20 +31,21 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // Two buffers of one block, each [word][thread] of 16-byte words, so that the 32 lanes of a warp
 // touch 512 consecutive bytes per word (no bank conflicts). A lane's words: its input (E elements
-// in the call's dtype), then m1 and m2 (E elements each, bf16 or, with F32, fp32).
-template <DType D, int E, bool F32>
+// in the call's dtype), then m1 and m2 (E elements each, bf16 or fp32).
+template <DType D, int E, int STATE_BYTES>
 struct StagedLayout {
   using T = typename Elem<D>::T;
   static constexpr int kInWords = E * static_cast<int>(sizeof(T)) / 16;
-  static constexpr int kStateWords = E * (F32 ? 4 : 2) / 16;  // one average (bf16 fills E / 8)
-  static constexpr int kBf16Words = E * 2 / 16;
+  static constexpr int kStateWords = E * STATE_BYTES / 16;  // one average (bf16 fills E / 8)
+  static constexpr int kBf16Words = STATE_BYTES == 0 ? 0 : E * 2 / 16;
   static constexpr int kWords = kInWords + 2 * kStateWords;
   static constexpr std::size_t kBytes = std::size_t{2} * kWords * kBlockThreads * 16;
 };
 
-template <DType D, int E, bool F32>
+template <DType D, int E, int STATE_BYTES>
 struct StagedLane {
-  using L = StagedLayout<D, E, F32>;
+  static constexpr bool F32 = STATE_BYTES == 4;
+  using L = StagedLayout<D, E, STATE_BYTES>;
   using T = typename L::T;
   uint4* base;  // the block's dynamic shared memory
 
@@ -52,7 +54,9 @@ struct StagedLane {
   }
 
   // Whether a call's state fits these buffers.
-  static __device__ __forceinline__ bool holds(const CompensatorArgs& c) { return F32 || c.bf16_state; }
+  static __device__ __forceinline__ bool holds(const CompensatorArgs& c) {
+    return STATE_BYTES != 2 || c.bf16_state;
+  }
 
   // Issues the copies of a whole lane at element e0 (input 16-byte aligned, state that holds())
   // into `buf`, then closes the copy group; `copy` false closes an empty group, so every iteration
@@ -63,7 +67,8 @@ struct StagedLane {
       const uint4* x = reinterpret_cast<const uint4*>(static_cast<const T*>(in) + e0);
 #pragma unroll
       for (int i = 0; i < L::kInWords; ++i) cp_async_16(word(buf, i), x + i);
-      if (!F32 || c.bf16_state) {
+      if constexpr (STATE_BYTES == 0) {
+      } else if (!F32 || c.bf16_state) {
         copy_state<L::kBf16Words>(reinterpret_cast<const std::uint16_t*>(c.m1) + e0,
                                   reinterpret_cast<const std::uint16_t*>(c.m2) + e0, c, buf);
       } else {
@@ -95,6 +100,7 @@ struct StagedLane {
 #pragma unroll
       for (int k = 0; k < kPer; ++k) x[i * kPer + k] = Elem<D>::load(t[k]);
     }
+    if constexpr (STATE_BYTES == 0) return;
     const bool dual = c.mode == CompensatorMode::kDual;
     if (!F32 || c.bf16_state) {
 #pragma unroll

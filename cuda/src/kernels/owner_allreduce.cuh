@@ -124,9 +124,11 @@ struct OwnerStages {
   static constexpr int kPeerBatch = kPrefetch ? 4 : 1;
   // The compensated variants on 8- and 16-element lanes copy the next iteration's input and state
   // into shared memory instead (staged_loads.cuh): 8-element lanes either state type, 16-element
-  // ones bf16 state only; 32 elements would need too much of it.
-  static constexpr bool kStaged = COMP && E <= 16;
-  static constexpr bool kStagedF32 = COMP && E == 8;
+  // ones bf16 state only (32 would need too much of it); so do the uncompensated 4-bit 32-element
+  // lanes with their input (the 8-bit ones ran slower with it: docs/performance.md).
+  static constexpr bool kStaged = (COMP && E <= 16) || (!COMP && E == 32 && BITS == 4);
+  static constexpr int kStagedStateBytes = COMP ? (E == 8 ? 4 : 2) : 0;
+  using Staged = StagedLane<D, E, kStagedStateBytes>;
   const CallArgs& a;
   unsigned long long epoch;
   Scaling sc;
@@ -136,7 +138,7 @@ struct OwnerStages {
   bool out_aligned;
   std::size_t group_bytes;  // packed codes of one group
   LaneMap<E> lm;
-  StagedLane<D, E, kStagedF32> staged;
+  Staged staged;
 
   __device__ OwnerStages(const CallArgs& args, unsigned long long ep, Scaling scaling, uint4* smem)
       : a(args), epoch(ep), sc(scaling), lm(args.group), staged{smem} {
@@ -206,7 +208,7 @@ struct OwnerStages {
   // Staged variants: whole, aligned lanes of a call whose state the buffers hold take their input
   // and state from them.
   __device__ __forceinline__ bool staged_lane(const LaneGroup& g) const {
-    return kStaged && StagedLane<D, E, kStagedF32>::holds(a.comp) && g.active && g.valid == E && in_aligned;
+    return kStaged && Staged::holds(a.comp) && g.active && g.valid == E && in_aligned;
   }
   // Staged variants: the copies of the block iteration at `base` into buffer `buf`.
   __device__ __forceinline__ void stage(std::size_t base, std::size_t end, int buf) const {
@@ -600,7 +602,7 @@ __global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : (E == 8
 template <DType D, int BITS, int E, bool COMP>
 constexpr std::size_t staged_bytes() {
   using S = OwnerStages<D, BITS, E, COMP>;
-  return S::kStaged ? StagedLayout<D, E, S::kStagedF32>::kBytes : 0;
+  return S::kStaged ? StagedLayout<D, E, S::kStagedStateBytes>::kBytes : 0;
 }
 
 // A launch reserves the staging buffers only when its call stages (the 16-element lanes with fp32
@@ -608,7 +610,7 @@ constexpr std::size_t staged_bytes() {
 template <DType D, int BITS, int E, bool COMP>
 cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
   using S = OwnerStages<D, BITS, E, COMP>;
-  const bool stages = S::kStaged && (S::kStagedF32 || a.comp.bf16_state);
+  const bool stages = S::kStaged && (S::kStagedStateBytes != 2 || a.comp.bf16_state);
   owner_allreduce_kernel<D, BITS, E, COMP>
       <<<grid, kBlockThreads, stages ? staged_bytes<D, BITS, E, COMP>() : 0, stream>>>(a, last_round);
   return cudaGetLastError();

@@ -29,6 +29,7 @@ struct CompareArgs {
   std::vector<std::string> quantizers = {"zero-aware", "naive", "symmetric"};
   int bits = 4;
   int group = kDefaultGroup;
+  std::string state_dtype = "fp32";
   std::string json;
   std::string emit_trace;
 };
@@ -86,7 +87,9 @@ void run_compare(const CompareArgs& args) {
   base.quant.bits = args.bits;
   base.quant.group = args.group;
   base.dtype = DType::kFloat32;
-  const std::vector<synthetic::CompensatorSetting> grid = synthetic::compensator_grid(args.gains, CompensatorSpec{});
+  CompensatorSpec coefficients;
+  coefficients.state_dtype = *parse_dtype(args.state_dtype);
+  const std::vector<synthetic::CompensatorSetting> grid = synthetic::compensator_grid(args.gains, coefficients);
   std::vector<synthetic::StudyRow> rows;
   std::vector<std::pair<std::string, std::vector<double>>> curves;
   std::string source;
@@ -101,7 +104,8 @@ void run_compare(const CompareArgs& args) {
     const synthetic::PreNormNetwork net(cfg);
     source = "synthetic pre-norm network depth " + std::to_string(args.depth) + " width " +
              std::to_string(args.width) + " tokens " + std::to_string(args.tokens) + " P " + std::to_string(args.ranks);
-    std::printf("%s, %zu inputs, %d-bit, group %d, fp32 all-reduce\n", source.c_str(), args.passes, args.bits, args.group);
+    std::printf("%s, %zu inputs, %d-bit, group %d, fp32 all-reduce, %s compensator state\n", source.c_str(),
+                args.passes, args.bits, args.group, dtype_name(coefficients.state_dtype));
     if (!args.emit_trace.empty()) {
       check(name, synthetic::write_network_trace(net, DType::kFloat32, args.passes, args.emit_trace));
       std::printf("trace written: %s\n", args.emit_trace.c_str());
@@ -125,8 +129,9 @@ void run_compare(const CompareArgs& args) {
     check(name, trace.open(args.trace));
     const TraceInfo& t = trace.info();
     source = args.trace;
-    std::printf("trace %s: %zu passes x %zu sites, P = %d, n = %zu, %s; %d-bit, group %d\n", args.trace.c_str(),
-                t.passes, t.sites, t.ranks, t.count, dtype_name(t.dtype), args.bits, args.group);
+    std::printf("trace %s: %zu passes x %zu sites, P = %d, n = %zu, %s; %d-bit, group %d, %s compensator state\n",
+                args.trace.c_str(), t.passes, t.sites, t.ranks, t.count, dtype_name(t.dtype), args.bits, args.group,
+                dtype_name(coefficients.state_dtype));
     for (const std::string& qz : args.quantizers) {
       base.quant.kind = *parse_quantizer(qz);
       check(name, synthetic::study_trace(trace, base, grid, &rows));
@@ -158,6 +163,10 @@ void register_compare(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--bits", args->bits, "bit width")->check(CLI::Range(kMinBits, kMaxBits))->capture_default_str();
   cmd->add_option("--group", args->group, "group size")->check(CLI::Range(kMinGroup, kMaxGroup))->capture_default_str();
+  cmd->add_option("--state-dtype", args->state_dtype,
+                  "type the compensator's averages are stored in: fp32 | bf16 (rounded after every update)")
+      ->check(CLI::IsMember({"fp32", "bf16", "float32", "bfloat16"}))
+      ->capture_default_str();
   cmd->add_option("--json", args->json, "also write the rows (and E_k vs depth) as JSON");
   cmd->add_option("--emit-trace", args->emit_trace, "synthetic: also write the exact run as an echo trace");
   cmd->callback([args] { run_compare(*args); });

@@ -139,6 +139,30 @@ BOOST_AUTO_TEST_CASE(replay_with_bf16_compensator_state) {
   BOOST_TEST(!fs::exists(dir.file("bad.h5")));
 }
 
+// compare --state-dtype reaches every compensated setting of the grid: the header names the type,
+// the off row is the same and the compensated rows are not (bf16 state rounds every update).
+BOOST_AUTO_TEST_CASE(compare_with_bf16_compensator_state) {
+  std::string rows[2];
+  int k = 0;
+  for (const char* state : {"fp32", "bf16"}) {
+    const Run r = run_echotk("compare --synthetic --depth 24 --passes 2 --quantizers zero-aware --gains 0.75 "
+                             "--state-dtype " + std::string(state));
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+    BOOST_TEST(r.output.find(k == 0 ? "float32 compensator state" : "bfloat16 compensator state") != std::string::npos,
+               r.output);
+    rows[k++] = r.output;
+  }
+  auto row = [](const std::string& out, const std::string& setting) {
+    const std::size_t at = out.find("zero-aware  " + setting + " ");
+    BOOST_TEST_REQUIRE(at != std::string::npos, setting + " missing in:\n" + out);
+    return out.substr(at, out.find('\n', at) - at);
+  };
+  BOOST_TEST(row(rows[0], "off") == row(rows[1], "off"));
+  BOOST_TEST(row(rows[0], "dual/local/0.75") != row(rows[1], "dual/local/0.75"));
+  BOOST_TEST(row(rows[0], "dual/global/0.75") != row(rows[1], "dual/global/0.75"));
+  BOOST_TEST(run_echotk("compare --synthetic --depth 4 --state-dtype fp16").exit_code == 2);
+}
+
 BOOST_AUTO_TEST_CASE(h5py_files_with_fixed_length_strings_load) {
   TempDir dir;
   const Run r = run_echotk("replay " + data_path("tests/data/good_fixed_strings.h5") + " --out " +

@@ -546,8 +546,11 @@ struct JobSlot {
   int ok;
 };
 
+// Resident blocks per multiprocessor a variant is compiled for (its register budget).
+constexpr int owner_min_blocks(int e, bool comp) { return (e == 32 && comp) ? 1 : (e == 8 ? 3 : 2); }
+
 template <DType D, int BITS, int E, bool COMP>
-__global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : (E == 8 ? 3 : 2)) owner_allreduce_kernel(CallArgs a, bool last_round) {
+__global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owner_allreduce_kernel(CallArgs a, bool last_round) {
   __shared__ JobSlot slot;
   extern __shared__ uint4 staging[];  // staged_bytes<D, E, COMP>() bytes
   const unsigned long long epoch = a.control->seq + 1;
@@ -602,7 +605,12 @@ __global__ void __launch_bounds__(kBlockThreads, (E == 32 && COMP) ? 1 : (E == 8
 template <DType D, int BITS, int E, bool COMP>
 constexpr std::size_t staged_bytes() {
   using S = OwnerStages<D, BITS, E, COMP>;
-  return S::kStaged ? StagedLayout<D, E, S::kStagedStateBytes>::kBytes : 0;
+  constexpr std::size_t bytes = S::kStaged ? StagedLayout<D, E, S::kStagedStateBytes>::kBytes : 0;
+  // The staging buffers of the resident blocks fit a Hopper multiprocessor's 227 KiB of shared
+  // memory per block set (with 1 KiB per block reserved and the kernel's static words to spare).
+  static_assert(bytes == 0 || (bytes + 2048) * owner_min_blocks(E, COMP) <= 227u * 1024u,
+                "staging buffers exceed the shared memory of the variant's resident blocks");
+  return bytes;
 }
 
 // A launch reserves the staging buffers only when its call stages (the 16-element lanes with fp32

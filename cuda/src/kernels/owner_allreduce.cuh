@@ -118,14 +118,14 @@ struct OwnerStages {
   using Codes = PackedCodes<BITS, E>;
   using Input = InputWords<D, E>;
   // Register budget: the uncompensated 16-element variants load the next iteration's input ahead
-  // and four peers' codes at once; the others (state registers or 32 elements per lane) would
-  // spill, so they load as they go.
+  // in registers and four peers' codes at once; the others (state registers or 32 elements per
+  // lane) would spill. The compensated variants on 8- and 16-element lanes copy the next
+  // iteration's input and state into shared memory instead (staged_loads.cuh): 8-element lanes
+  // either state type, 16-element ones bf16 state only (32 would need too much of it); so do the
+  // uncompensated 4-bit 32-element lanes with their input (the 8-bit ones ran slower with it:
+  // docs/performance.md). The rest load where they use.
   static constexpr bool kPrefetch = !COMP && E == 16;
   static constexpr int kPeerBatch = kPrefetch ? 4 : 1;
-  // The compensated variants on 8- and 16-element lanes copy the next iteration's input and state
-  // into shared memory instead (staged_loads.cuh): 8-element lanes either state type, 16-element
-  // ones bf16 state only (32 would need too much of it); so do the uncompensated 4-bit 32-element
-  // lanes with their input (the 8-bit ones ran slower with it: docs/performance.md).
   static constexpr bool kStaged = (COMP && E <= 16) || (!COMP && E == 32 && BITS == 4);
   static constexpr int kStagedStateBytes = COMP ? (E == 8 ? 4 : 2) : 0;
   using Staged = StagedLane<D, E, kStagedStateBytes>;
@@ -552,7 +552,7 @@ constexpr int owner_min_blocks(int e, bool comp) { return (e == 32 && comp) ? 1 
 template <DType D, int BITS, int E, bool COMP>
 __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owner_allreduce_kernel(CallArgs a, bool last_round) {
   __shared__ JobSlot slot;
-  extern __shared__ uint4 staging[];  // staged_bytes<D, E, COMP>() bytes
+  extern __shared__ uint4 staging[];  // staged_bytes<D, BITS, E, COMP>() bytes, or none
   const unsigned long long epoch = a.control->seq + 1;
   Scaling sc = make_scaling(0);
   bool ok = true;

@@ -15,6 +15,10 @@
 #   tune       a few pipeline depths at 1 GiB (echo4 rows only)
 #   tune-mid   pipeline depths 2 .. 32 at 4-64 MiB (nccl-bf16, echo4, echo8)
 #   profile    ncu stall reasons and per-instruction samples of the probe's push and reduce
+#   jobtrace   echo_cuda_job_trace: every job of one 1 GiB call per rank (stage, start, end, flag
+#              wait), 4-bit uncompensated and compensated (JOBTRACE_ARGS: ';'-separated argument
+#              lists), CSVs and summaries in $OUT; needs a BUILD_DIR built with
+#              `scripts/build_gpu_bundle.sh DIR -DECHO_CUDA_JOB_TRACE=ON`
 #   ab         A against B in one call: the probe runs and an echotk bench of BUILD_DIR (A) and of
 #              AB_DIR (B: another build, e.g. a branch's scripts/build_gpu_bundle.sh output; default
 #              BUILD_DIR), B with the environment AB_ENV (e.g. "CUDA_DEVICE_MAX_CONNECTIONS=32"),
@@ -54,7 +58,7 @@ stage_build() {
         -DECHO_BUILD_MODEL=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
         -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||
     { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
-  cmake --build "$build" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api echo_cuda_multiprocess echo_cuda_stage_probe \
+  cmake --build "$build" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api echo_cuda_multiprocess echo_cuda_stage_probe echo_cuda_job_trace \
         >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
   note "build ok; $(grep -o "echo_cuda_multiprocess: .*" "$out/configure.log")"
 }
@@ -174,6 +178,17 @@ stage_tune() {
     "$build/bin/echotk" bench -b 1073741824 -e 1073741824 -n 20 --skip-verify --tiles-per-wave $t \
       --rows nccl-bf16 echo4 echo4-comp-local 2>&1 | tee -a "$out/tune.log" | grep -E "^\|"
   done
+}
+
+stage_jobtrace() {
+  local runs args k=0
+  IFS=';' read -ra runs <<<"${JOBTRACE_ARGS:-536870912 4 off;536870912 4 dual-bf16;536870912 4 dual;536870912 8 off}"
+  for args in "${runs[@]}"; do
+    k=$((k + 1))
+    echo "== echo_cuda_job_trace $args"
+    # shellcheck disable=SC2086  # args are the tool's word list
+    "$build/bin/echo_cuda_job_trace" $args "$out/jobtrace-$k.csv" 2>&1
+  done | tee "$out/jobtrace.log"
 }
 
 stage_ab() {

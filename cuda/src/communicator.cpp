@@ -363,6 +363,8 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
 
   const Segmentation seg(count, spec.quant.group, comm->ranks);
   CallArgs a{};
+  a.job_trace = comm->job_trace;
+  a.job_trace_records = comm->job_trace_records;
   a.rank = comm->rank;
   a.ranks = comm->ranks;
   a.dtype = spec.dtype;

@@ -73,6 +73,8 @@ class Communicator {
   ncclComm_t nccl = nullptr;          // NCCL transport / bootstrap communicator
   bool owns_nccl = false;             // created by create_group (destroyed with the communicator)
   std::map<ScheduleKey, Schedule> schedules;
+  unsigned long long* job_trace = nullptr;  // diagnostics: per-job timeline of the next calls
+  std::size_t job_trace_records = 0;
 
   Control* control() const { return reinterpret_cast<Control*>(workspace + layout.control_offset); }
 };
@@ -89,6 +91,12 @@ struct CompensatorBuffers {
 };
 
 WorkspaceLayout make_layout(const CommOptions& options, int ranks);
+// Diagnostics: the owner kernels of this rank's next calls record every job into `records` device
+// records of kJobTraceWords words (null: stop); later rounds and calls overwrite earlier ones.
+inline void set_job_trace(Communicator* comm, unsigned long long* records, std::size_t count) {
+  comm->job_trace = records;
+  comm->job_trace_records = records == nullptr ? 0 : count;
+}
 // The spec is valid (AllReduceSpec::validate) and within what the CUDA path implements.
 Status validate_spec(const AllReduceSpec& spec, int ranks);
 // Allocates and zeroes the rank's workspace, streams, events and error record.

@@ -32,6 +32,13 @@ __device__ __forceinline__ unsigned long long globaltimer_ns() {
   return t;
 }
 
+// The multiprocessor this thread runs on (job trace).
+__device__ __forceinline__ unsigned sm_id() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
 // Acquire at system scope: data a peer wrote before its release of this flag is visible to this
 // thread afterwards (and to the block after the barrier that follows the wait).
 __device__ __forceinline__ unsigned long long load_acquire_sys(const unsigned long long* p) {

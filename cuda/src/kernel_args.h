@@ -97,6 +97,23 @@ struct CallArgs {
   char* peer_base[kMaxRanks];  // every rank's workspace as seen from this rank (own included)
   Control* control;
   device::WaitContext wait;
+  // Optional per-job timeline (cuda/tools/job_trace.cpp): null, or kJobTraceWords words per record
+  // for job_trace_records records, indexed by round * jobs per round + job.
+  unsigned long long* job_trace;
+  std::size_t job_trace_records;
 };
+
+// Job tracing is compiled in only with the CMake option ECHO_CUDA_JOB_TRACE (it costs the kernels
+// registers); without it the kernels ignore CallArgs::job_trace.
+#ifdef ECHO_CUDA_JOB_TRACE
+inline constexpr bool kJobTrace = true;
+#else
+inline constexpr bool kJobTrace = false;
+#endif
+
+// A job record: (stage << 56) | (block << 32) | the job's index in its launch (stage 1 push, 2
+// reduce, 3 tail, 0 none at that step), (multiprocessor << 32) | flag-wait nanoseconds, and the
+// global timer (ns) at the job's start and end.
+inline constexpr int kJobTraceWords = 4;
 
 }  // namespace echo::cuda

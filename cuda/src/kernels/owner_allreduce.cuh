@@ -374,11 +374,15 @@ struct OwnerStages {
     }
   }
 
+  // Job trace: nanoseconds thread 0 spent waiting on peer flags in the current job.
+  unsigned long long waited_ns = 0;
+
   // Stages reduce + gather: the own segment's tile.
   __device__ bool reduce(int tile) {
     const TileRange tr = tile_range(a, a.rank, tile);
     if (tr.first == tr.end) return true;
     char* own = a.peer_base[a.rank];
+    const unsigned long long w0 = kJobTrace && a.job_trace != nullptr ? globaltimer_ns() : 0;
     for (int r = 0; r < a.ranks && !a.nccl; ++r) {
       if (r == a.rank) continue;
       if (!block_wait_flag(a.wait, flag_at(own, a.layout.push_flags_offset, r, tile), epoch,
@@ -386,6 +390,7 @@ struct OwnerStages {
         return false;
       }
     }
+    if (kJobTrace && a.job_trace != nullptr) waited_ns += globaltimer_ns() - w0;
     const std::size_t seg_first = static_cast<std::size_t>(a.rank) * a.groups_per_segment;
     const QuantParams qp{BITS, a.kind};
     unsigned long long poisoned = 0;
@@ -486,10 +491,12 @@ struct OwnerStages {
     const TileRange tr = tile_range(a, owner, tile);
     if (tr.first == tr.end) return true;
     char* own = a.peer_base[a.rank];
+    const unsigned long long w0 = kJobTrace && a.job_trace != nullptr ? globaltimer_ns() : 0;
     if (!a.nccl && !block_wait_flag(a.wait, flag_at(own, a.layout.gather_flags_offset, owner, tile),
                                     epoch, Stage::kTail, owner, tile)) {
       return false;
     }
+    if (kJobTrace && a.job_trace != nullptr) waited_ns += globaltimer_ns() - w0;
     const std::size_t seg_first = static_cast<std::size_t>(owner) * a.groups_per_segment;
     const unsigned char* slot = reinterpret_cast<const unsigned char*>(own) + a.layout.gather_offset +
                                 static_cast<std::size_t>(owner) * a.layout.slot_bytes;
@@ -575,6 +582,8 @@ __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owne
   while (ok && job < jobs) {
     unsigned long long next = 0;
     if (threadIdx.x == 0) next = atomicAdd(&a.control->next_job, 1ull);
+    const unsigned long long t_start = kJobTrace && a.job_trace != nullptr ? globaltimer_ns() : 0;
+    if constexpr (kJobTrace) st.waited_ns = 0;
     const long long step = job / jobs_per_step;
     const int r = static_cast<int>(job % jobs_per_step);
     bool job_ok = true;
@@ -588,6 +597,22 @@ __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owne
       if ((a.stages & kStageTail) && tile >= 0 && tile < a.num_tiles) job_ok = st.tail((a.rank + 1 + (r - P)) % P, static_cast<int>(tile));
     }
     __syncthreads();  // every thread has read the slot and finished the job
+    if (kJobTrace && a.job_trace != nullptr && threadIdx.x == 0) {
+      const std::size_t rec = static_cast<std::size_t>(a.round) * static_cast<std::size_t>(jobs) +
+                              static_cast<std::size_t>(job);
+      if (rec < a.job_trace_records) {
+        unsigned long long* w = a.job_trace + rec * kJobTraceWords;
+        // The job's stage (1 push, 2 reduce, 3 tail; 0: none at this step), as dispatched above.
+        const long long tile = r < P - 1 ? step : r == P - 1 ? step - a.lag : step - 2LL * a.lag;
+        const int stage_bit = r < P - 1 ? kStagePush : r == P - 1 ? kStageReduce : kStageTail;
+        const int kind = (a.stages & stage_bit) && tile >= 0 && tile < a.num_tiles ? (r < P - 1 ? 1 : r == P - 1 ? 2 : 3) : 0;
+        w[0] = (static_cast<unsigned long long>(kind) << 56) | (static_cast<unsigned long long>(blockIdx.x) << 32) |
+               static_cast<unsigned long long>(job & 0xFFFFFFFFll);
+        w[1] = (static_cast<unsigned long long>(sm_id()) << 32) | (st.waited_ns & 0xFFFFFFFFull);
+        w[2] = t_start;
+        w[3] = globaltimer_ns();
+      }
+    }
     if (threadIdx.x == 0) {
       slot.job = static_cast<long long>(next);
       slot.ok = job_ok && !load_volatile(&a.control->abort) ? 1 : 0;

@@ -5,8 +5,8 @@
 // fused compensator are timed as the paper does: matmul + all-reduce minus the matmul alone, so the
 // side-stream update overlaps the matmul. The matmul stands for the next layer's projection of the
 // message's tokens: (count / 8192 tokens, at most 8192) x 8192 x 8192 unless --matmul-m fixes its
-// rows, so its run-to-run jitter stays small next to the all-reduce at every size. --background-duty adds a peer-to-peer copy loop between
-// the GPUs (paper Table 3).
+// rows, so its run-to-run jitter stays small next to the all-reduce at every size.
+// --background-duty adds a peer-to-peer copy loop between the GPUs (paper Table 3).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -206,6 +206,9 @@ std::vector<double> time_loop(Context& c, int warmup, int iters, const std::func
 // Most rows of the overlapped matmul when they follow the message (--matmul-m 0): 8192 keeps it
 // at about 1.4 ms on an H200, below the clock drops that a longer one brings on.
 constexpr int kMatmulMaxRows = 8192;
+
+// The most rows the overlapped matmul runs with: --matmul-m when set, kMatmulMaxRows otherwise.
+int matmul_max_rows(const Options& opt) { return opt.mm_m > 0 ? opt.mm_m : kMatmulMaxRows; }
 
 // Rows of the overlapped matmul for a message of `count` elements: the message's tokens at a
 // hidden size of --matmul-k, at least 1 and at most kMatmulMaxRows, or --matmul-m when set.
@@ -439,7 +442,7 @@ void run_bench(Options opt) {
     cuda_ok(cudaStreamCreateWithFlags(&c.streams[r], cudaStreamNonBlocking), "stream");
     cuda_ok(cudaMalloc(&c.in[r], max_count * 2), "malloc");
     cuda_ok(cudaMalloc(&c.out[r], max_count * 2), "malloc");
-    check(kCmd, cuda::bench::matmul_create(opt.mm_m > 0 ? opt.mm_m : kMatmulMaxRows, opt.mm_n, opt.mm_k, &c.mm[r]));
+    check(kCmd, cuda::bench::matmul_create(matmul_max_rows(opt), opt.mm_n, opt.mm_k, &c.mm[r]));
   }
   cudaSetDevice(c.devs[0]);
   cuda_ok(cudaMalloc(&c.ref, max_count * sizeof(double)), "malloc");
@@ -469,7 +472,7 @@ void run_bench(Options opt) {
   measure_links(c, std::cout);
   Background bg;
   bg.start(c.devs, opt.duty);
-  const int top_rows = opt.mm_m > 0 ? opt.mm_m : kMatmulMaxRows;
+  const int top_rows = matmul_max_rows(opt);
   const double matmul_ms =
       median(time_loop(c, 3, std::max(10, opt.iters / 2), [&](int r) { run_matmul(c, r, top_rows); }));
   std::cout << "# matmul " << (opt.mm_m > 0 ? std::to_string(opt.mm_m) : "(count / " + std::to_string(opt.mm_k) + ", 1.." +

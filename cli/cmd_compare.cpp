@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 
 #include "commands.h"
+#include "spec_options.h"
 #include "echo/text_output.h"
 #include "echo/synthetic/network_run.h"
 #include "echo/synthetic/study.h"
@@ -163,10 +164,7 @@ void register_compare(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--bits", args->bits, "bit width")->check(CLI::Range(kMinBits, kMaxBits))->capture_default_str();
   cmd->add_option("--group", args->group, "group size")->check(CLI::Range(kMinGroup, kMaxGroup))->capture_default_str();
-  cmd->add_option("--state-dtype", args->state_dtype,
-                  "type the compensator's averages are stored in: fp32 | bf16 (rounded after every update)")
-      ->check(CLI::IsMember({"fp32", "bf16", "float32", "bfloat16"}))
-      ->capture_default_str();
+  add_state_dtype_option(cmd, &args->state_dtype);
   cmd->add_option("--json", args->json, "also write the rows (and E_k vs depth) as JSON");
   cmd->add_option("--emit-trace", args->emit_trace, "synthetic: also write the exact run as an echo trace");
   cmd->callback([args] { run_compare(*args); });

@@ -51,13 +51,17 @@ void add_spec_options(CLI::App* command, SpecOptions* o) {
   command->add_option("--beta2", o->beta2, "decay of the fast average in [0, 1)")->capture_default_str();
   command->add_option("--beta", o->beta, "decay of the single average (--compensator single)")
       ->capture_default_str();
-  command->add_option("--state-dtype", o->state_dtype,
+  add_state_dtype_option(command, &o->state_dtype);
+  command->add_option("--exact-max-count", o->exact_max_count,
+                      "messages of at most this many elements take the exact fp32 sum path")
+      ->capture_default_str();
+}
+
+void add_state_dtype_option(CLI::App* command, std::string* state_dtype) {
+  command->add_option("--state-dtype", *state_dtype,
                       "type the compensator's averages are stored in: fp32 | bf16 (rounded after every "
                       "update)")
       ->check(CLI::IsMember({"fp32", "bf16", "float32", "bfloat16"}))
-      ->capture_default_str();
-  command->add_option("--exact-max-count", o->exact_max_count,
-                      "messages of at most this many elements take the exact fp32 sum path")
       ->capture_default_str();
 }
 

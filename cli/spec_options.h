@@ -31,5 +31,7 @@ struct SpecOptions {
 // Adds --bits, --group, --quantizer, --compensator, --residual, --algorithm, --eta, --a, --beta1,
 // --beta2, --beta, --state-dtype and --exact-max-count to the subcommand.
 void add_spec_options(CLI::App* command, SpecOptions* options);
+// Adds --state-dtype alone (echotk compare, whose other options sweep a grid).
+void add_state_dtype_option(CLI::App* command, std::string* state_dtype);
 
 }  // namespace echo::cli

@@ -1,4 +1,4 @@
-// Asynchronous copies (cp.async) of a lane's input and bf16 compensator state for the next block
+// Asynchronous copies (cp.async) of a lane's input and compensator state for the next block
 // iteration into shared memory while the current one computes. The compensated variants hold the
 // state in registers through an iteration and have no room to load the next one ahead in
 // registers, as the uncompensated ones do; without it every iteration waits for its loads. Each

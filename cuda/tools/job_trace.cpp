@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "communicator_impl.h"
 #include "echo/cuda/bench_support.h"
 #include "echo/cuda/communicator.h"
+#include "echo/text_output.h"
 #include "kernel_args.h"
 
 using namespace echo;
@@ -130,12 +132,13 @@ int main(int argc, char** argv) {
   });
   if (!s.ok()) return fail("traced call", s);
 
+  // Every rank's records; a job always writes its start time, so an empty record is unused.
+  std::vector<std::vector<unsigned long long>> host(P, std::vector<unsigned long long>(kRecords * kJobTraceWords));
   bool any = false;
-  for (int r = 0; r < P && !any; ++r) {
-    unsigned long long first[kJobTraceWords] = {};
+  for (int r = 0; r < P; ++r) {
     cudaSetDevice(devs[r]);
-    cudaMemcpy(first, records[r], sizeof(first), cudaMemcpyDeviceToHost);
-    any = first[2] != 0;
+    cudaMemcpy(host[r].data(), records[r], host[r].size() * 8, cudaMemcpyDeviceToHost);
+    for (std::size_t i = 0; i < kRecords && !any; ++i) any = host[r][i * kJobTraceWords + 2] != 0;
   }
   if (!any) {
     std::fprintf(stderr,
@@ -143,14 +146,12 @@ int main(int argc, char** argv) {
                  "(scripts/build_gpu_bundle.sh DIR -DECHO_CUDA_JOB_TRACE=ON)\n");
     return 1;
   }
-  FILE* csv = csv_path.empty() ? nullptr : std::fopen(csv_path.c_str(), "w");
-  if (csv != nullptr) std::fprintf(csv, "rank,record,job,stage,block,sm,start_us,wait_us,end_us\n");
+  std::ostringstream csv;  // written to csv_path (temporary file, then renamed) at the end
+  csv << "rank,record,job,stage,block,sm,start_us,wait_us,end_us\n";
   const char* kinds[4] = {"idle", "push", "reduce", "tail"};
   std::printf("n=%zu bits=%d compensator=%s P=%d\n", n, bits, comp.c_str(), P);
   for (int r = 0; r < P; ++r) {
-    std::vector<unsigned long long> h(kRecords * kJobTraceWords);
-    cudaSetDevice(devs[r]);
-    cudaMemcpy(h.data(), records[r], h.size() * 8, cudaMemcpyDeviceToHost);
+    const std::vector<unsigned long long>& h = host[r];
     unsigned long long t0 = ~0ull, t1 = 0;
     for (std::size_t i = 0; i < kRecords; ++i) {
       if (h[i * kJobTraceWords + 2] == 0) continue;
@@ -173,9 +174,11 @@ int main(int argc, char** argv) {
       wait[kind & 3] += wait_us;
       ++jobs[kind & 3];
       if (sm < sms.size()) sms[sm] = true;
-      if (csv != nullptr) {
-        std::fprintf(csv, "%d,%zu,%llu,%s,%u,%u,%.3f,%.3f,%.3f\n", r, i, w[0] & 0xFFFFFFFFull, kinds[kind & 3], block,
-                     sm, start, wait_us, end);
+      if (!csv_path.empty()) {
+        char line[160];
+        std::snprintf(line, sizeof line, "%d,%zu,%llu,%s,%u,%u,%.3f,%.3f,%.3f\n", r, i, w[0] & 0xFFFFFFFFull,
+                      kinds[kind & 3], block, sm, start, wait_us, end);
+        csv << line;
       }
     }
     const double span = static_cast<double>(t1 - t0) * 1e-3;
@@ -191,6 +194,8 @@ int main(int argc, char** argv) {
                   busy[k], wait[k]);
     }
   }
-  if (csv != nullptr) std::fclose(csv);
+  if (!csv_path.empty()) {
+    if (Status w = write_text_file_atomically(csv_path, csv.str()); !w.ok()) return fail("CSV " + csv_path, w);
+  }
   return 0;
 }

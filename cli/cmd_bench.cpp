@@ -97,6 +97,7 @@ struct Options {
   int mm_m = 0, mm_n = 8192, mm_k = 8192;  // mm_m 0: rows follow the message (matmul_rows)
   std::string markdown;
   int tiles_per_wave = 0;
+  int reduce_lag_waves = 0, tail_lag_waves = 0;
   std::size_t slot_mib = 0;
   bool skip_verify = false;
 };
@@ -453,6 +454,8 @@ void run_bench(Options opt) {
   nccl_ok(ncclCommInitAll(c.nccl.data(), c.P, c.devs.data()), "ncclCommInitAll");
   cuda::CommOptions co;
   co.tiles_per_wave = opt.tiles_per_wave;
+  co.reduce_lag_waves = opt.reduce_lag_waves;
+  co.tail_lag_waves = opt.tail_lag_waves;
   co.slot_bytes = opt.slot_mib << 20;
   c.p2p.resize(c.P);
   check(kCmd, cuda::create_group(c.P, c.devs.data(), co, c.p2p.data()));
@@ -545,6 +548,12 @@ void register_bench(CLI::App& app) {
   sub->add_option("--matmul-k", opt->mm_k, "inner size of the overlapped bf16 matmul")->capture_default_str();
   sub->add_option("--markdown", opt->markdown, "append the table (with date, GPU, driver) to this file");
   sub->add_option("--tiles-per-wave", opt->tiles_per_wave, "pipeline depth of the Echo kernels (0: default)");
+  sub->add_option("--reduce-lag-waves", opt->reduce_lag_waves,
+                  "waves of resident jobs between a tile's push and its reduce (0: default, 3)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--tail-lag-waves", opt->tail_lag_waves,
+                  "waves of resident jobs between a tile's reduce and its tail (0: default, 3)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--slot-mib", opt->slot_mib, "receive slot per source in MiB (0: the library's default for P ranks)")
       ->capture_default_str();
   sub->add_flag("--skip-verify", opt->skip_verify, "skip the #wrong and error columns (faster)");

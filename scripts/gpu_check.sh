@@ -14,6 +14,7 @@
 #   probe      one-GPU stage timings of the owner kernel (and ncu sections on it unless PROBE_NCU=0)
 #   tune       a few pipeline depths at 1 GiB (echo4 rows only)
 #   tune-mid   pipeline depths 2 .. 32 at 4-64 MiB (nccl-bf16, echo4, echo8)
+#   tune-lag   reduce and tail lags (LAG_COMBOS, LAG_ROWS) at 16 MiB .. 1 GiB, two passes
 #   profile    ncu stall reasons and per-instruction samples of the probe's push and reduce
 #   jobtrace   echo_cuda_job_trace: every job of one 1 GiB call per rank (stage, start, end, flag
 #              wait), 4-bit uncompensated and compensated (JOBTRACE_ARGS: ';'-separated argument
@@ -172,6 +173,21 @@ stage_tune-mid() {
       --rows nccl-bf16 echo4 echo8 2>&1 | tee -a "$out/tune-mid.log" | grep -E "^\|"
   done
 }
+# How far reduce trails push and tail trails reduce (in waves of resident jobs), at 16 MiB - 1 GiB;
+# LAG_COMBOS: ';'-separated "reduce tail" pairs; two passes over all pairs, so drift shows.
+stage_tune-lag() {
+  local combos combo pass
+  IFS=';' read -ra combos <<<"${LAG_COMBOS:-1 1;2 2;3 3;4 4;8 8}"
+  for pass in 1 2; do
+    for combo in "${combos[@]}"; do
+      read -r rl tl <<<"$combo"
+      echo "## pass $pass reduce-lag-waves $rl tail-lag-waves $tl" | tee -a "$out/tune-lag.log"
+      "$build/bin/echotk" bench -b 16777216 -e 1073741824 -f 4 --skip-verify --reduce-lag-waves "$rl" \
+        --tail-lag-waves "$tl" --rows ${LAG_ROWS:-nccl-bf16 echo4 echo8 echo4-comp-local echo4-comp-local-bf16} 2>&1 |
+        tee -a "$out/tune-lag.log" | grep -E "^\||rror"
+    done
+  done
+}
 stage_tune() {
   for t in 4 8 16 32; do
     echo "## tiles-per-wave $t" | tee -a "$out/tune.log"
@@ -181,13 +197,14 @@ stage_tune() {
 }
 
 stage_jobtrace() {
-  local runs args k=0
+  local runs args k=0 words
   IFS=';' read -ra runs <<<"${JOBTRACE_ARGS:-536870912 4 off;536870912 4 dual-bf16;536870912 4 dual;536870912 8 off}"
+  # Each list: elements bits compensator [reduce_lag_waves tail_lag_waves]; the CSV goes to $OUT.
   for args in "${runs[@]}"; do
     k=$((k + 1))
     echo "== echo_cuda_job_trace $args"
-    # shellcheck disable=SC2086  # args are the tool's word list
-    "$build/bin/echo_cuda_job_trace" $args "$out/jobtrace-$k.csv" 2>&1
+    read -ra words <<<"$args"
+    "$build/bin/echo_cuda_job_trace" "${words[@]:0:3}" "$out/jobtrace-$k.csv" "${words[@]:3}" 2>&1
   done | tee "$out/jobtrace.log"
 }
 

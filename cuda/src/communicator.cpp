@@ -46,8 +46,12 @@ Schedule plan_schedule(const ScheduleInputs& in) {
   while ((s.round_groups + tg - 1) / tg > static_cast<std::size_t>(kMaxTilesPerRound)) tg += groups_per_iter;
   s.tile_groups = static_cast<int>(tg);
   s.num_tiles = static_cast<int>((s.round_groups + tg - 1) / tg);
-  s.lag = std::max(1, std::min(per_wave, s.num_tiles));
-  const long long jobs = static_cast<long long>(s.num_tiles + 2 * s.lag) * jobs_per_step;
+  const auto waves = [&](int w) {
+    return std::max(1, std::min(per_wave * (w > 0 ? w : kDefaultLagWaves), s.num_tiles));
+  };
+  s.lag = waves(in.reduce_lag_waves);
+  s.tail_lag = waves(in.tail_lag_waves);
+  const long long jobs = static_cast<long long>(s.num_tiles + s.lag + s.tail_lag) * jobs_per_step;
   s.grid = static_cast<int>(std::min<long long>(resident, jobs));
   return s;
 }
@@ -117,6 +121,8 @@ const Schedule& schedule_for(Communicator* comm, const AllReduceSpec& spec, std:
   in.ranks_on_device = comm->ranks_on_device;
   in.max_ranks_on_device = comm->max_ranks_on_device;
   in.tiles_per_wave = comm->options.tiles_per_wave;
+  in.reduce_lag_waves = comm->options.reduce_lag_waves;
+  in.tail_lag_waves = comm->options.tail_lag_waves;
   return comm->schedules.emplace(key, plan_schedule(in)).first->second;
 }
 
@@ -460,6 +466,7 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
     a.codes_bytes = sched.codes_bytes;
     a.tile_groups = sched.tile_groups;
     a.lag = sched.lag;
+    a.tail_lag = sched.tail_lag;
     if (comm->options.transport == Transport::kNccl) {
       ECHO_RETURN_IF_ERROR(nccl_allreduce(comm, a, sched, stream));
     } else {

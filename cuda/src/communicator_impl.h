@@ -20,7 +20,8 @@ struct Schedule {
   std::size_t round_groups;  // groups per round of a full segment
   int tile_groups;
   int num_tiles;             // tiles per round
-  int lag;
+  int lag;       // steps between the push of a tile and its reduce
+  int tail_lag;  // steps between the reduce of a tile and its tail
   std::size_t codes_bytes;
 };
 
@@ -39,8 +40,13 @@ struct ScheduleInputs {
   int ranks_on_device;             // ranks on this rank's GPU: the grid
   int max_ranks_on_device;         // ranks on the group's most shared GPU: the tiles
   int tiles_per_wave;              // pipeline depth; 0 picks kDefaultTilesPerWave
+  int reduce_lag_waves;            // push -> reduce distance in waves; 0 picks kDefaultLagWaves
+  int tail_lag_waves;              // reduce -> tail distance in waves; 0 picks kDefaultLagWaves
 };
 inline constexpr int kDefaultTilesPerWave = 32;  // measured at 1 GiB: 4, 8, 16, 32 -> 32 fastest (docs/performance.md)
+// Measured at 16 MiB - 1 GiB on 2 x H200 (docs/performance.md, item 19): lags of 1 and 2 waves
+// leave blocks waiting on peer flags; 3 and beyond are on a plateau.
+inline constexpr int kDefaultLagWaves = 3;
 
 // Rounds, tiles, lag and grid of a call shape: rounds split the segment evenly in whole block
 // iterations that fit the slot; about tiles_per_wave tiles per wave of resident jobs, at most

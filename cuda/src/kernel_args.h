@@ -87,7 +87,8 @@ struct CallArgs {
   std::size_t codes_bytes;        // bytes of the codes region of one slot
   int tile_groups;
   int num_tiles;
-  int lag;  // steps between the push of a tile and its reduce (and reduce and tail)
+  int lag;       // steps between the push of a tile and its reduce
+  int tail_lag;  // steps between the reduce of a tile and its tail
 
   // Exact path round.
   std::size_t exact_begin;

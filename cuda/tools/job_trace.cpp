@@ -3,7 +3,7 @@
 // spent waiting on peer flags, per rank, as CSV; then a summary per rank and stage (jobs, block
 // time working and waiting) against the block time the call had (grid x call length). It shows
 // how well the pipeline packs the stages: the gap between the stages' sum and the call.
-//   echo_cuda_job_trace [elements] [bits] [compensator] [csv]
+//   echo_cuda_job_trace [elements] [bits] [compensator] [csv] [reduce_lag_waves] [tail_lag_waves]
 // compensator: off, dual, dual-bf16, global, global-bf16 (dual: local residual), as
 // echo_cuda_stage_probe. Times are per GPU (each GPU's clock), from that rank's first job. The
 // kernels record only in a build with -DECHO_CUDA_JOB_TRACE=ON, whose kernels spill more (the
@@ -71,7 +71,10 @@ int main(int argc, char** argv) {
   std::vector<int> devs(P);
   for (int r = 0; r < P; ++r) devs[r] = r;
   std::vector<Communicator*> comms(P, nullptr);
-  if (Status s = create_group(P, devs.data(), CommOptions{}, comms.data()); !s.ok()) return fail("create_group", s);
+  CommOptions options;
+  options.reduce_lag_waves = argc > 5 ? std::atoi(argv[5]) : 0;
+  options.tail_lag_waves = argc > 6 ? std::atoi(argv[6]) : 0;
+  if (Status s = create_group(P, devs.data(), options, comms.data()); !s.ok()) return fail("create_group", s);
 
   AllReduceSpec spec;
   spec.dtype = DType::kBFloat16;

@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
   a.tile_groups = sched.tile_groups;
   a.num_tiles = sched.num_tiles;
   a.lag = sched.lag;
+  a.tail_lag = sched.tail_lag;
   a.codes_bytes = sched.codes_bytes;
   const int per_sm = si.blocks_per_sm;
   const int grid = sched.grid;

@@ -21,7 +21,8 @@ std::string describe(const ScheduleInputs& in) {
          std::to_string(in.lane_elements) + " blocks/SM " + std::to_string(in.blocks_per_sm) + " SMs " +
          std::to_string(in.sm_count) + " P " + std::to_string(in.ranks) + " on GPU " +
          std::to_string(in.ranks_on_device) + "/" + std::to_string(in.max_ranks_on_device) + " tpw " +
-         std::to_string(in.tiles_per_wave);
+         std::to_string(in.tiles_per_wave) + " lags " + std::to_string(in.reduce_lag_waves) + "/" +
+         std::to_string(in.tail_lag_waves);
 }
 
 void check_schedule(const ScheduleInputs& in) {
@@ -42,6 +43,7 @@ void check_schedule(const ScheduleInputs& in) {
   BOOST_REQUIRE_MESSAGE(static_cast<std::size_t>(s.num_tiles - 1) * tg < s.round_groups, where);
   BOOST_REQUIRE_MESSAGE(s.num_tiles >= 1 && s.num_tiles <= kMaxTilesPerRound, where);
   BOOST_REQUIRE_MESSAGE(s.lag >= 1 && s.lag <= s.num_tiles, where);
+  BOOST_REQUIRE_MESSAGE(s.tail_lag >= 1 && s.tail_lag <= s.num_tiles, where);
   // Grid: at least one block, no more than this rank's share of its GPU keeps resident.
   const int share = in.sm_count * in.blocks_per_sm / in.ranks_on_device;
   BOOST_REQUIRE_MESSAGE(s.grid >= 1 && s.grid <= (share > 1 ? share : 1), where);
@@ -50,7 +52,7 @@ void check_schedule(const ScheduleInputs& in) {
   alone.ranks_on_device = 1;
   const Schedule t = plan_schedule(alone);
   BOOST_REQUIRE_MESSAGE(t.rounds == s.rounds && t.round_groups == s.round_groups && t.tile_groups == s.tile_groups &&
-                            t.num_tiles == s.num_tiles && t.lag == s.lag && t.codes_bytes == s.codes_bytes,
+                            t.num_tiles == s.num_tiles && t.lag == s.lag && t.tail_lag == s.tail_lag && t.codes_bytes == s.codes_bytes,
                         where);
 }
 
@@ -84,6 +86,9 @@ BOOST_AUTO_TEST_CASE(every_schedule_covers_its_segment_within_slot_and_flags) {
                     in.ranks_on_device = sharing;
                     in.max_ranks_on_device = sharing;
                     in.tiles_per_wave = tpw;
+                    // Lags of one wave (the default) and, on every other shape, of two and three.
+                    in.reduce_lag_waves = checked % 2 == 0 ? 0 : 2;
+                    in.tail_lag_waves = checked % 2 == 0 ? 0 : 3;
                     check_schedule(in);
                     ++checked;
                   }

@@ -9,7 +9,7 @@
 //   gather write the reduced codes into every peer, publish gather flag [rank][tile] there; the
 //          owner dequantizes its own output from the same codes
 //   tail   wait for owner j's gather flag of a tile, dequantize, write the output
-// Jobs are ordered in steps (push of tile s, reduce of tile s - lag, tail of tile s - 2 lag), the
+// Jobs are ordered in steps (push of tile s, reduce of tile s - lag, tail of s - lag - tail_lag), the
 // same order on every rank, and blocks take them from a per-rank queue in that order (one atomic
 // per job). A job waits only for jobs of earlier steps on other ranks, which some resident block
 // there has already taken, so the kernel cannot deadlock whatever the residency, and tiles of
@@ -567,8 +567,9 @@ __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owne
   OwnerStages<D, BITS, E, COMP> st(a, epoch, sc, staging);
   const int P = a.ranks;
   const long long jobs_per_step = 2LL * P - 1;
-  const long long jobs = (static_cast<long long>(a.num_tiles) + 2LL * a.lag) * jobs_per_step;
-  // Jobs are taken from a queue in order (push of tile s, reduce of s - lag, tail of s - 2 lag),
+  const long long jobs = (static_cast<long long>(a.num_tiles) + a.lag + a.tail_lag) * jobs_per_step;
+  // Jobs are taken from a queue in order (push of tile s, reduce of s - lag, tail of s - lag -
+  // tail_lag),
   // so a job only ever waits for jobs that some resident block on the peer already took: blocks
   // that finish early take more work, and the kernel cannot deadlock whatever the residency.
   // Thread 0 fetches the next index while the block runs the current job.
@@ -593,7 +594,7 @@ __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owne
       const long long tile = step - a.lag;
       if ((a.stages & kStageReduce) && tile >= 0 && tile < a.num_tiles) job_ok = st.reduce(static_cast<int>(tile));
     } else {
-      const long long tile = step - 2LL * a.lag;
+      const long long tile = step - a.lag - a.tail_lag;
       if ((a.stages & kStageTail) && tile >= 0 && tile < a.num_tiles) job_ok = st.tail((a.rank + 1 + (r - P)) % P, static_cast<int>(tile));
     }
     __syncthreads();  // every thread has read the slot and finished the job

@@ -51,6 +51,11 @@ struct CommOptions {
   double timeout_seconds = 10.0;
   // Tiles per wave of resident blocks (pipeline depth); 0 picks the default.
   int tiles_per_wave = 0;
+  // How far, in waves of resident jobs, a tile's reduce trails its push and its tail trails its
+  // reduce (0 picks the default, 3): a stage taken later finds its peers' flags raised more often,
+  // at the cost of a longer fill and drain (docs/performance.md, item 19).
+  int reduce_lag_waves = 0;
+  int tail_lag_waves = 0;
   Transport transport = Transport::kPeerToPeer;
 };
 

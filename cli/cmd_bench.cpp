@@ -99,6 +99,7 @@ struct Options {
   int tiles_per_wave = 0;
   int reduce_lag_waves = 0, tail_lag_waves = 0;
   std::size_t slot_mib = 0;
+  long long exact_max = -1;  // the Echo rows' exact-path limit; -1: the library default
   bool skip_verify = false;
 };
 
@@ -280,8 +281,9 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
   spec.compensator.mode = row.mode;
   spec.compensator.residual = row.residual;
   spec.compensator.state_dtype = row.state_dtype;
+  const long long exact_max = row.exact_max >= 0 ? row.exact_max : c.opt.exact_max;
   spec.exact_max_count =
-      row.exact_max < 0 ? cuda::default_exact_max_count(c.P) : static_cast<std::size_t>(row.exact_max);
+      exact_max < 0 ? cuda::default_exact_max_count(c.P, spec.compensator) : static_cast<std::size_t>(exact_max);
   if (row.nccl_baseline) {
     op = [&](int r) {
       nccl_ok(ncclAllReduce(c.in[r], c.out[r], count, ncclBfloat16, ncclSum, c.nccl[r], c.streams[r]),
@@ -432,7 +434,9 @@ void run_bench(Options opt) {
        << driver / 1000 << "." << (driver % 1000) / 10 << ", NCCL " << NCCL_MAJOR << "." << NCCL_MINOR << "."
        << NCCL_PATCH << ", bf16, medians of " << opt.iters << " iterations after " << opt.warmup
        << " warm-up, background peer-to-peer duty " << fmt(opt.duty * 100, 0) << "%, Echo receive slots "
-       << ((opt.slot_mib != 0 ? opt.slot_mib << 20 : cuda::default_slot_bytes(c.P)) >> 20) << " MiB\n";
+       << ((opt.slot_mib != 0 ? opt.slot_mib << 20 : cuda::default_slot_bytes(c.P)) >> 20) << " MiB"
+       << (opt.exact_max >= 0 ? ", exact path up to " + std::to_string(opt.exact_max) + " elements" : std::string())
+       << "\n";
 
   c.streams.resize(c.P);
   c.in.resize(c.P);
@@ -553,6 +557,10 @@ void register_bench(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--tail-lag-waves", opt->tail_lag_waves,
                   "waves of resident jobs between a tile's reduce and its tail (0: default, 3)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--exact-max-count", opt->exact_max,
+                  "the Echo rows' exact-path limit in elements, for rows that do not fix their own "
+                  "(echo4-quant, exact, nccl-t*); default: the library's default for P ranks")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--slot-mib", opt->slot_mib, "receive slot per source in MiB (0: the library's default for P ranks)")
       ->capture_default_str();

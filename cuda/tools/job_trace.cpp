@@ -81,7 +81,6 @@ int main(int argc, char** argv) {
   spec.quant.bits = bits;
   spec.quant.group = 128;
   spec.quant.kind = QuantizerKind::kZeroAware;
-  spec.exact_max_count = default_exact_max_count(P);
   if (comp != "off") {
     spec.compensator.mode = CompensatorMode::kDual;
     spec.compensator.residual = comp.rfind("global", 0) == 0 ? ResidualMode::kGlobal : ResidualMode::kLocal;
@@ -89,6 +88,7 @@ int main(int argc, char** argv) {
       spec.compensator.state_dtype = DType::kBFloat16;
     }
   }
+  spec.exact_max_count = default_exact_max_count(P, spec.compensator);
   std::vector<void*> in(P), out(P);
   std::vector<unsigned long long*> records(P);
   std::vector<CompensatorBuffers*> states(P, nullptr);

@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
       if (!s.ok()) return fail(rank, s.message());
       echo::AllReduceSpec spec;
       spec.compensator.residual = echo::ResidualMode::kLocal;
-      spec.exact_max_count = echo::cuda::default_exact_max_count(ranks);
+      spec.exact_max_count = echo::cuda::default_exact_max_count(ranks, spec.compensator);
       echo::cuda::CompensatorBuffers* state = nullptr;
       s = echo::cuda::create_compensator(comm, n, &state);
       if (!s.ok()) return fail(rank, s.message());

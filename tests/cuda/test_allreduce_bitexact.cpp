@@ -193,7 +193,7 @@ BOOST_AUTO_TEST_CASE(five_to_eight_ranks_sharing_gpus) {
                 Direction::kBackward},
                {12345, 100003}, 2, 3);
     Case exact{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, ResidualMode::kLocal, DType::kBFloat16, p};
-    exact.exact_max_count = cuda::default_exact_max_count(p);
+    exact.exact_max_count = cuda::default_exact_max_count(p, CompensatorSpec{exact.mode, exact.residual});
     check_case(exact, {1000, exact.exact_max_count, exact.exact_max_count + 1}, 1, 2);
   }
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "communicator_impl.h"
 #include "launch.h"
@@ -146,6 +147,36 @@ BOOST_AUTO_TEST_CASE(default_slot_runs_a_gib_at_four_bits_in_one_round) {
     const Schedule s = plan_schedule(in);
     BOOST_TEST_INFO("P = " << ranks);
     BOOST_TEST(s.rounds == 1);
+  }
+}
+
+// The exact-path switch-over defaults: the measured P = 2 values, each scaled for larger groups to
+// the largest power of two that keeps the bytes each GPU sends at most those of P = 2; with the
+// compensator the switch-over comes earlier (local residual earliest).
+BOOST_AUTO_TEST_CASE(exact_switch_over_defaults_per_compensator) {
+  CompensatorSpec off, local, global;
+  off.mode = CompensatorMode::kOff;
+  local.residual = ResidualMode::kLocal;
+  global.residual = ResidualMode::kGlobal;
+  BOOST_TEST(default_exact_max_count(2, off) == kDefaultExactMaxCount);
+  BOOST_TEST(default_exact_max_count(2, global) == kDefaultExactMaxCountGlobalResidual);
+  BOOST_TEST(default_exact_max_count(2, local) == kDefaultExactMaxCountLocalResidual);
+  for (int ranks = 2; ranks <= kMaxRanks; ++ranks) {
+    BOOST_TEST_INFO("P = " << ranks);
+    const std::size_t plain = default_exact_max_count(ranks);
+    BOOST_TEST(default_exact_max_count(ranks, off) == plain);
+    BOOST_TEST(default_exact_max_count(ranks, global) < plain);
+    BOOST_TEST(default_exact_max_count(ranks, local) < default_exact_max_count(ranks, global));
+    const std::pair<std::size_t, std::size_t> cases[] = {
+        {plain, kDefaultExactMaxCount},
+        {default_exact_max_count(ranks, global), kDefaultExactMaxCountGlobalResidual},
+        {default_exact_max_count(ranks, local), kDefaultExactMaxCountLocalResidual}};
+    for (const auto& [n, at_two] : cases) {
+      const std::size_t copies = static_cast<std::size_t>(ranks - 1);
+      BOOST_TEST((n > 0 && (n & (n - 1)) == 0u));
+      BOOST_TEST(n * copies <= at_two);
+      BOOST_TEST(2 * n * copies > at_two);
+    }
   }
 }
 

@@ -64,14 +64,32 @@ struct CommOptions {
 // so both agree at every size). kDefaultExactMaxCount is the value measured at P = 2 on 2 x H200
 // (the exact path is faster than NCCL and than the quantized path up to 1 Mi elements of bf16).
 inline constexpr std::size_t kDefaultExactMaxCount = std::size_t{1} << 20;
+// With the compensator the exact path ships x' as fp32 (twice the bytes of the raw 16-bit input)
+// and reads the state twice, so the quantized path takes over earlier (measured at P = 2 on
+// 2 x H200, docs/performance.md item 20): in the global residual mode, whose quantized path adds
+// the update kernel, above 512 Ki elements; in the local residual mode above 128 Ki.
+inline constexpr std::size_t kDefaultExactMaxCountGlobalResidual = std::size_t{1} << 19;
+inline constexpr std::size_t kDefaultExactMaxCountLocalResidual = std::size_t{1} << 17;
 
-// The default for P ranks: the exact path sends P - 1 copies of the message from every GPU, so
-// larger groups keep the bytes sent per GPU of the P = 2 switch-over (a power of two at most
-// kDefaultExactMaxCount / (P - 1)). Not measured for P > 2.
-inline constexpr std::size_t default_exact_max_count(int ranks) {
-  std::size_t n = kDefaultExactMaxCount;
-  while (ranks > 2 && n * static_cast<std::size_t>(ranks - 1) > kDefaultExactMaxCount) n /= 2;
+// The largest power of two at most `p2` / (P - 1): the exact path sends P - 1 copies of the
+// message from every GPU, so larger groups keep the bytes sent per GPU of the P = 2 switch-over.
+inline constexpr std::size_t scale_exact_max_count(std::size_t p2, int ranks) {
+  std::size_t n = p2;
+  while (ranks > 2 && n * static_cast<std::size_t>(ranks - 1) > p2) n /= 2;
   return n;
+}
+
+// The default for P ranks without a compensator (scaled from P = 2, not measured for P > 2).
+inline constexpr std::size_t default_exact_max_count(int ranks) {
+  return scale_exact_max_count(kDefaultExactMaxCount, ranks);
+}
+
+// The default for P ranks and a call's compensator (off: the same as above).
+inline constexpr std::size_t default_exact_max_count(int ranks, const CompensatorSpec& compensator) {
+  if (compensator.mode == CompensatorMode::kOff) return default_exact_max_count(ranks);
+  return scale_exact_max_count(compensator.residual == ResidualMode::kLocal ? kDefaultExactMaxCountLocalResidual
+                                                                            : kDefaultExactMaxCountGlobalResidual,
+                               ranks);
 }
 
 // Hardware work queues from the host to each GPU: the driver reads CUDA_DEVICE_MAX_CONNECTIONS

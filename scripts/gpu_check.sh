@@ -13,7 +13,7 @@
 #   bench-bg   the same under background peer-to-peer traffic (duty from BENCH_DUTY, default 0.5)
 #   probe      one-GPU stage timings of the owner kernel (and ncu sections on it unless PROBE_NCU=0)
 #   tune       a few pipeline depths at 1 GiB (echo4 rows only)
-#   tune-mid   pipeline depths 2 .. 32 at 4-64 MiB (nccl-bf16, echo4, echo8)
+#   tune-mid   pipeline depths 2 .. 32 at 4-64 MiB (TUNE_ROWS, default nccl-bf16 echo4 echo8)
 #   tune-lag   reduce and tail lags (LAG_COMBOS, LAG_ROWS) at 16 MiB .. 1 GiB, two passes
 #   profile    ncu stall reasons and per-instruction samples of the probe's push and reduce
 #   jobtrace   echo_cuda_job_trace: every job of one 1 GiB call per rank (stage, start, end, flag
@@ -170,7 +170,7 @@ stage_tune-mid() {
   for t in 2 4 8 16 32; do
     echo "## tiles-per-wave $t" | tee -a "$out/tune-mid.log"
     "$build/bin/echotk" bench -b 4194304 -e 67108864 -n 50 --skip-verify --tiles-per-wave $t \
-      --rows nccl-bf16 echo4 echo8 2>&1 | tee -a "$out/tune-mid.log" | grep -E "^\|"
+      --rows ${TUNE_ROWS:-nccl-bf16 echo4 echo8} 2>&1 | tee -a "$out/tune-mid.log" | grep -E "^\|"
   done
 }
 # How far reduce trails push and tail trails reduce (in waves of resident jobs), at 16 MiB - 1 GiB;

@@ -1,6 +1,7 @@
 // Host side of the communicator: workspace layout, creation for both process models, the per-call
 // launch sequence and the schedule cache.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -39,10 +40,18 @@ Schedule plan_schedule(const ScheduleInputs& in) {
   const int resident = std::max(1, in.sm_count * in.blocks_per_sm / in.ranks_on_device);
   const int jobs_per_step = 2 * in.ranks - 1;
   const int per_wave = std::max(1, resident_tiling / jobs_per_step);
-  const int tiles_per_wave = in.tiles_per_wave > 0 ? in.tiles_per_wave : kDefaultTilesPerWave;
-  const std::size_t target_tiles = static_cast<std::size_t>(per_wave) * tiles_per_wave;
-  std::size_t tg = align_up(std::max<std::size_t>(1, (s.round_groups + target_tiles - 1) / target_tiles),
-                            groups_per_iter);
+  std::size_t tg;
+  if (in.tiles_per_wave > 0) {
+    const std::size_t target_tiles = static_cast<std::size_t>(per_wave) * in.tiles_per_wave;
+    tg = align_up(std::max<std::size_t>(1, (s.round_groups + target_tiles - 1) / target_tiles), groups_per_iter);
+  } else {
+    // About kTilesPerSqrtIteration * sqrt(iterations) tiles, each of a whole number of block
+    // iterations (rounded to the nearest, at least one).
+    const double iterations = static_cast<double>(s.round_groups / groups_per_iter);
+    const double per_tile = iterations / (kTilesPerSqrtIteration * std::sqrt(iterations));
+    const std::size_t its = std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(per_tile)));
+    tg = its * static_cast<std::size_t>(groups_per_iter);
+  }
   while ((s.round_groups + tg - 1) / tg > static_cast<std::size_t>(kMaxTilesPerRound)) tg += groups_per_iter;
   s.tile_groups = static_cast<int>(tg);
   s.num_tiles = static_cast<int>((s.round_groups + tg - 1) / tg);

@@ -39,18 +39,23 @@ struct ScheduleInputs {
   int ranks;
   int ranks_on_device;             // ranks on this rank's GPU: the grid
   int max_ranks_on_device;         // ranks on the group's most shared GPU: the tiles
-  int tiles_per_wave;              // pipeline depth; 0 picks kDefaultTilesPerWave
+  int tiles_per_wave;              // tiles per wave of resident jobs; 0: kTilesPerSqrtIteration rule
   int reduce_lag_waves;            // push -> reduce distance in waves; 0 picks kDefaultLagWaves
   int tail_lag_waves;              // reduce -> tail distance in waves; 0 picks kDefaultLagWaves
 };
-inline constexpr int kDefaultTilesPerWave = 32;  // measured at 1 GiB: 4, 8, 16, 32 -> 32 fastest (docs/performance.md)
+// The default tiling: about 16 sqrt(n) tiles for a round of n block iterations per segment (each
+// tile a whole number of iterations), the best fit to the tiles-per-wave sweeps at 4 MiB - 1 GiB
+// on 2 x H200 (docs/performance.md, item 21): few tiles stretch the pipeline's fill and drain, many
+// small ones pay the per-job overhead (queue atomic, flag post and wait, block barrier).
+inline constexpr double kTilesPerSqrtIteration = 16.0;
 // Measured at 16 MiB - 1 GiB on 2 x H200 (docs/performance.md, item 19): lags of 1 and 2 waves
 // leave blocks waiting on peer flags; 3 and beyond are on a plateau.
 inline constexpr int kDefaultLagWaves = 3;
 
 // Rounds, tiles, lag and grid of a call shape: rounds split the segment evenly in whole block
-// iterations that fit the slot; about tiles_per_wave tiles per wave of resident jobs, at most
-// kMaxTilesPerRound; tiles and lag depend only on values every rank shares.
+// iterations that fit the slot; tiles by the kTilesPerSqrtIteration rule (or, when given,
+// about tiles_per_wave tiles per wave of resident jobs), at most kMaxTilesPerRound; tiles and lag
+// depend only on values every rank shares.
 Schedule plan_schedule(const ScheduleInputs& in);
 
 // (dtype, bits, quantizer, group, segment groups, compensator work): the variant decides residency.

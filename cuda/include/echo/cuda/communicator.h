@@ -49,7 +49,8 @@ struct CommOptions {
   std::size_t exact_capacity = std::size_t{1} << 20;
   // A wait on a peer flag longer than this fails the call with kTimeout (rank, tile, stage).
   double timeout_seconds = 10.0;
-  // Tiles per wave of resident blocks (pipeline depth); 0 picks the default.
+  // Tiles per wave of resident blocks (pipeline depth); 0 picks the default rule, about
+  // 16 sqrt(n) tiles for n block iterations of a segment's round.
   int tiles_per_wave = 0;
   // How far, in waves of resident jobs, a tile's reduce trails its push and its tail trails its
   // reduce (0 picks the default, 3): a stage taken later finds its peers' flags raised more often,

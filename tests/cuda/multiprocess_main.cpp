@@ -74,18 +74,21 @@ int main(int argc, char** argv) {
   ncclComm_t nccl;
   if (ncclCommInitRank(&nccl, ranks, id, rank) != ncclSuccess) return fail(rank, "ncclCommInitRank failed");
 
-  // Both transports; a message above the exact-path switch-over and one below it (the exact path
-  // stores into the peers' IPC-mapped staging).
+  // Both transports; a message above the exact-path switch-over and an awkward one below it (the
+  // exact path stores into the peers' IPC-mapped staging), for the local residual's default.
+  echo::CompensatorSpec local;
+  local.residual = echo::ResidualMode::kLocal;
+  const std::size_t below = echo::cuda::default_exact_max_count(ranks, local) - 13;
   int failures = 0;
   for (echo::cuda::Transport t : {echo::cuda::Transport::kPeerToPeer, echo::cuda::Transport::kNccl}) {
-    for (const std::size_t n : {std::size_t{3000017}, std::size_t{100003}}) {
+    for (const std::size_t n : {std::size_t{3000017}, below}) {
       echo::cuda::CommOptions opt;
       opt.transport = t;
       echo::cuda::Communicator* comm = nullptr;
       echo::Status s = echo::cuda::create_from_nccl(nccl, opt, &comm);
       if (!s.ok()) return fail(rank, s.message());
       echo::AllReduceSpec spec;
-      spec.compensator.residual = echo::ResidualMode::kLocal;
+      spec.compensator = local;
       spec.exact_max_count = echo::cuda::default_exact_max_count(ranks, spec.compensator);
       echo::cuda::CompensatorBuffers* state = nullptr;
       s = echo::cuda::create_compensator(comm, n, &state);

@@ -569,10 +569,9 @@ __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owne
   const long long jobs_per_step = 2LL * P - 1;
   const long long jobs = (static_cast<long long>(a.num_tiles) + a.lag + a.tail_lag) * jobs_per_step;
   // Jobs are taken from a queue in order (push of tile s, reduce of s - lag, tail of s - lag -
-  // tail_lag),
-  // so a job only ever waits for jobs that some resident block on the peer already took: blocks
-  // that finish early take more work, and the kernel cannot deadlock whatever the residency.
-  // Thread 0 fetches the next index while the block runs the current job.
+  // tail_lag), so a job only ever waits for jobs that some resident block on the peer already
+  // took: blocks that finish early take more work, and the kernel cannot deadlock whatever the
+  // residency. Thread 0 fetches the next index while the block runs the current job.
   if (threadIdx.x == 0) {
     slot.job = static_cast<long long>(atomicAdd(&a.control->next_job, 1ull));
     slot.ok = ok ? 1 : 0;

@@ -97,6 +97,7 @@ struct Options {
   int mm_m = 0, mm_n = 8192, mm_k = 8192;  // mm_m 0: rows follow the message (matmul_rows)
   std::string markdown;
   int tiles_per_wave = 0;
+  double tiles_per_sqrt = 0.0;
   int reduce_lag_waves = 0, tail_lag_waves = 0;
   std::size_t slot_mib = 0;
   long long exact_max = -1;  // the Echo rows' exact-path limit; -1: the library default
@@ -458,6 +459,7 @@ void run_bench(Options opt) {
   nccl_ok(ncclCommInitAll(c.nccl.data(), c.P, c.devs.data()), "ncclCommInitAll");
   cuda::CommOptions co;
   co.tiles_per_wave = opt.tiles_per_wave;
+  co.tiles_per_sqrt_iteration = opt.tiles_per_sqrt;
   co.reduce_lag_waves = opt.reduce_lag_waves;
   co.tail_lag_waves = opt.tail_lag_waves;
   co.slot_bytes = opt.slot_mib << 20;
@@ -551,7 +553,12 @@ void register_bench(CLI::App& app) {
   sub->add_option("--matmul-n", opt->mm_n, "columns of the overlapped bf16 matmul")->capture_default_str();
   sub->add_option("--matmul-k", opt->mm_k, "inner size of the overlapped bf16 matmul")->capture_default_str();
   sub->add_option("--markdown", opt->markdown, "append the table (with date, GPU, driver) to this file");
-  sub->add_option("--tiles-per-wave", opt->tiles_per_wave, "pipeline depth of the Echo kernels (0: default)");
+  sub->add_option("--tiles-per-sqrt-iteration", opt->tiles_per_sqrt,
+                  "tiling of the Echo kernels: about this many tiles times the square root of a segment's "
+                  "block iterations (0: default, 16)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--tiles-per-wave", opt->tiles_per_wave,
+                  "tiling of the Echo kernels by tiles per wave of resident jobs instead (0: the square-root rule)");
   sub->add_option("--reduce-lag-waves", opt->reduce_lag_waves,
                   "waves of resident jobs between a tile's push and its reduce (0: default, 3)")
       ->check(CLI::NonNegativeNumber);

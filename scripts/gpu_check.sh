@@ -15,6 +15,7 @@
 #   tune       a few pipeline depths at 1 GiB (echo4 rows only)
 #   tune-mid   pipeline depths 2 .. 32 at 4-64 MiB (TUNE_ROWS, default nccl-bf16 echo4 echo8)
 #   tune-lag   reduce and tail lags (LAG_COMBOS, LAG_ROWS) at 16 MiB .. 1 GiB, two passes
+#   tune-tiles the square-root tiling's factor (TILE_FACTORS, TUNE_ROWS) at 16 MiB .. 1 GiB, two passes
 #   profile    ncu stall reasons and per-instruction samples of the probe's push and reduce
 #   jobtrace   echo_cuda_job_trace: every job of one 1 GiB call per rank (stage, start, end, flag
 #              wait), 4-bit uncompensated and compensated (JOBTRACE_ARGS: ';'-separated argument
@@ -185,6 +186,18 @@ stage_tune-lag() {
       "$build/bin/echotk" bench -b 16777216 -e 1073741824 -f 4 --skip-verify --reduce-lag-waves "$rl" \
         --tail-lag-waves "$tl" --rows ${LAG_ROWS:-nccl-bf16 echo4 echo8 echo4-comp-local echo4-comp-local-bf16} 2>&1 |
         tee -a "$out/tune-lag.log" | grep -E "^\||rror"
+    done
+  done
+}
+# The square-root tiling's factor (TILE_FACTORS) at 16 MiB .. 1 GiB, two passes over all factors.
+stage_tune-tiles() {
+  local f pass
+  for pass in 1 2; do
+    for f in ${TILE_FACTORS:-8 16 24 32 48}; do
+      echo "## pass $pass tiles-per-sqrt-iteration $f" | tee -a "$out/tune-tiles.log"
+      "$build/bin/echotk" bench -b 16777216 -e 1073741824 -f 4 --skip-verify --tiles-per-sqrt-iteration "$f" \
+        --rows ${TUNE_ROWS:-nccl-bf16 echo4 echo8 echo4-comp-local-alone echo4-comp-local-bf16} 2>&1 |
+        tee -a "$out/tune-tiles.log" | grep -E "^\||rror"
     done
   done
 }

@@ -47,8 +47,9 @@ Schedule plan_schedule(const ScheduleInputs& in) {
   } else {
     // About kTilesPerSqrtIteration * sqrt(iterations) tiles, each of a whole number of block
     // iterations (rounded to the nearest, at least one).
+    const double factor = in.tiles_per_sqrt_iteration > 0.0 ? in.tiles_per_sqrt_iteration : kTilesPerSqrtIteration;
     const double iterations = static_cast<double>(s.round_groups / groups_per_iter);
-    const double per_tile = iterations / (kTilesPerSqrtIteration * std::sqrt(iterations));
+    const double per_tile = iterations / (factor * std::sqrt(iterations));
     const std::size_t its = std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(per_tile)));
     tg = its * static_cast<std::size_t>(groups_per_iter);
   }
@@ -130,6 +131,7 @@ const Schedule& schedule_for(Communicator* comm, const AllReduceSpec& spec, std:
   in.ranks_on_device = comm->ranks_on_device;
   in.max_ranks_on_device = comm->max_ranks_on_device;
   in.tiles_per_wave = comm->options.tiles_per_wave;
+  in.tiles_per_sqrt_iteration = comm->options.tiles_per_sqrt_iteration;
   in.reduce_lag_waves = comm->options.reduce_lag_waves;
   in.tail_lag_waves = comm->options.tail_lag_waves;
   return comm->schedules.emplace(key, plan_schedule(in)).first->second;

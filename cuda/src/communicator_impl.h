@@ -39,7 +39,8 @@ struct ScheduleInputs {
   int ranks;
   int ranks_on_device;             // ranks on this rank's GPU: the grid
   int max_ranks_on_device;         // ranks on the group's most shared GPU: the tiles
-  int tiles_per_wave;              // tiles per wave of resident jobs; 0: kTilesPerSqrtIteration rule
+  double tiles_per_sqrt_iteration; // the square-root rule's factor; 0: kTilesPerSqrtIteration
+  int tiles_per_wave;              // tiles per wave of resident jobs instead; 0: the square-root rule
   int reduce_lag_waves;            // push -> reduce distance in waves; 0 picks kDefaultLagWaves
   int tail_lag_waves;              // reduce -> tail distance in waves; 0 picks kDefaultLagWaves
 };

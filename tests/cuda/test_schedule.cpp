@@ -155,35 +155,40 @@ BOOST_AUTO_TEST_CASE(default_slot_runs_a_gib_at_four_bits_in_one_round) {
 // the rounding to whole iterations), one iteration each when that would be more tiles than
 // iterations, and never more than the flag arrays index.
 BOOST_AUTO_TEST_CASE(default_tiles_grow_as_the_square_root_of_the_iterations) {
-  for (Compensation comp : {Compensation::kOff, Compensation::kLocal}) {
-    for (const std::size_t iterations : {std::size_t{1}, std::size_t{100}, std::size_t{512}, std::size_t{2048},
-                                         std::size_t{8192}, std::size_t{32768}, std::size_t{131072}}) {
-      ScheduleInputs in{};
-      in.group = 128;
-      in.lane_elements = lane_elements(4, in.group, comp);
-      const std::size_t gpi = static_cast<std::size_t>(32 / (in.group / in.lane_elements)) * kWarpsPerBlock;
-      in.groups_per_segment = iterations * gpi;
-      in.group_bytes = 64;
-      in.param_bytes = 4;
-      in.slot_bytes = in.groups_per_segment * (in.group_bytes + in.param_bytes) + 4096;  // one round
-      in.blocks_per_sm = comp == Compensation::kOff ? 2 : 3;
-      in.sm_count = 132;
-      in.ranks = 2;
-      in.ranks_on_device = 1;
-      in.max_ranks_on_device = 1;
-      const Schedule s = plan_schedule(in);
-      BOOST_TEST_INFO("iterations " << iterations << ", compensation " << static_cast<int>(comp));
-      BOOST_TEST_REQUIRE(s.rounds == 1);
-      const double target = kTilesPerSqrtIteration * std::sqrt(static_cast<double>(iterations));
-      const double tiles = static_cast<double>(s.num_tiles);
-      if (target >= static_cast<double>(iterations)) {
-        BOOST_TEST(static_cast<std::size_t>(s.tile_groups) == gpi);  // one iteration per tile
-      } else if (target * 2 / 3 < kMaxTilesPerRound) {
-        BOOST_TEST(tiles >= target * 2 / 3);
-        BOOST_TEST(tiles <= target * 2);
-      } else {
-        BOOST_TEST(s.num_tiles <= kMaxTilesPerRound);
-        BOOST_TEST(s.num_tiles >= kMaxTilesPerRound / 2);
+  for (const double factor : {0.0, 8.0, 32.0}) {
+    for (Compensation comp : {Compensation::kOff, Compensation::kLocal}) {
+      for (const std::size_t iterations : {std::size_t{1}, std::size_t{100}, std::size_t{512}, std::size_t{2048},
+                                           std::size_t{8192}, std::size_t{32768}, std::size_t{131072}}) {
+        ScheduleInputs in{};
+        in.group = 128;
+        in.lane_elements = lane_elements(4, in.group, comp);
+        const std::size_t gpi = static_cast<std::size_t>(32 / (in.group / in.lane_elements)) * kWarpsPerBlock;
+        in.groups_per_segment = iterations * gpi;
+        in.group_bytes = 64;
+        in.param_bytes = 4;
+        in.slot_bytes = in.groups_per_segment * (in.group_bytes + in.param_bytes) + 4096;  // one round
+        in.blocks_per_sm = comp == Compensation::kOff ? 2 : 3;
+        in.sm_count = 132;
+        in.ranks = 2;
+        in.ranks_on_device = 1;
+        in.max_ranks_on_device = 1;
+        in.tiles_per_sqrt_iteration = factor;
+        const Schedule s = plan_schedule(in);
+        BOOST_TEST_INFO("iterations " << iterations << ", compensation " << static_cast<int>(comp) << ", factor "
+                                      << factor);
+        BOOST_TEST_REQUIRE(s.rounds == 1);
+        const double target =
+            (factor > 0.0 ? factor : kTilesPerSqrtIteration) * std::sqrt(static_cast<double>(iterations));
+        const double tiles = static_cast<double>(s.num_tiles);
+        if (target >= static_cast<double>(iterations)) {
+          BOOST_TEST(static_cast<std::size_t>(s.tile_groups) == gpi);  // one iteration per tile
+        } else if (target * 2 / 3 < kMaxTilesPerRound) {
+          BOOST_TEST(tiles >= target * 2 / 3);
+          BOOST_TEST(tiles <= target * 2);
+        } else {
+          BOOST_TEST(s.num_tiles <= kMaxTilesPerRound);
+          BOOST_TEST(s.num_tiles >= kMaxTilesPerRound / 2);
+        }
       }
     }
   }

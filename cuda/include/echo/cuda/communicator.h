@@ -49,8 +49,10 @@ struct CommOptions {
   std::size_t exact_capacity = std::size_t{1} << 20;
   // A wait on a peer flag longer than this fails the call with kTimeout (rank, tile, stage).
   double timeout_seconds = 10.0;
-  // Tiles per wave of resident blocks (pipeline depth); 0 picks the default rule, about
-  // 16 sqrt(n) tiles for n block iterations of a segment's round.
+  // Tiling of a segment's round of n block iterations: about tiles_per_sqrt_iteration * sqrt(n)
+  // tiles (0 picks 16, docs/performance.md item 21); or, when tiles_per_wave > 0, about that many
+  // tiles per wave of resident blocks.
+  double tiles_per_sqrt_iteration = 0.0;
   int tiles_per_wave = 0;
   // How far, in waves of resident jobs, a tile's reduce trails its push and its tail trails its
   // reduce (0 picks the default, 3): a stage taken later finds its peers' flags raised more often,

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   spec.quant.bits = bits;
   spec.quant.group = 128;
   spec.quant.kind = QuantizerKind::kZeroAware;
+  spec.compensator.mode = CompensatorMode::kOff;  // AllReduceSpec's default is the dual compensator
   if (comp != "off") {
     spec.compensator.mode = CompensatorMode::kDual;
     spec.compensator.residual = comp.rfind("global", 0) == 0 ? ResidualMode::kGlobal : ResidualMode::kLocal;

@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "communicator_impl.h"
+#include "compensator_name.h"
 #include "echo/cuda/bench_support.h"
 #include "echo/cuda/communicator.h"
 #include "echo/text_output.h"
@@ -57,8 +58,9 @@ int main(int argc, char** argv) {
   const int bits = argc > 2 ? std::atoi(argv[2]) : 4;
   const std::string comp = argc > 3 ? argv[3] : "off";
   const std::string csv_path = argc > 4 ? argv[4] : "";
-  if (comp != "off" && comp != "dual" && comp != "dual-bf16" && comp != "global" && comp != "global-bf16") {
-    std::fprintf(stderr, "unknown compensator '%s' (off, dual, dual-bf16, global, global-bf16)\n", comp.c_str());
+  CompensatorSpec compensator;
+  if (!tools::compensator_from_name(comp, &compensator)) {
+    std::fprintf(stderr, "unknown compensator '%s' (%s)\n", comp.c_str(), tools::kCompensatorNames);
     return 2;
   }
   int P = 0;
@@ -81,14 +83,7 @@ int main(int argc, char** argv) {
   spec.quant.bits = bits;
   spec.quant.group = 128;
   spec.quant.kind = QuantizerKind::kZeroAware;
-  spec.compensator.mode = CompensatorMode::kOff;  // AllReduceSpec's default is the dual compensator
-  if (comp != "off") {
-    spec.compensator.mode = CompensatorMode::kDual;
-    spec.compensator.residual = comp.rfind("global", 0) == 0 ? ResidualMode::kGlobal : ResidualMode::kLocal;
-    if (comp.size() > 5 && comp.compare(comp.size() - 5, 5, "-bf16") == 0) {
-      spec.compensator.state_dtype = DType::kBFloat16;
-    }
-  }
+  spec.compensator = compensator;
   spec.exact_max_count = default_exact_max_count(P, spec.compensator);
   std::vector<void*> in(P), out(P);
   std::vector<unsigned long long*> records(P);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "communicator_impl.h"
+#include "compensator_name.h"
 #include "echo/cuda/bench_support.h"
 #include "launch.h"
 
@@ -24,13 +25,14 @@ int main(int argc, char** argv) {
   const int P = argc > 2 ? std::atoi(argv[2]) : 4;
   const int bits = argc > 3 ? std::atoi(argv[3]) : 4;
   const std::string comp_name = argc > 4 ? argv[4] : "off";
-  const bool comp = comp_name != "off";
-  const bool global = comp_name.rfind("global", 0) == 0;
-  const bool bf16_state = comp_name.size() > 5 && comp_name.compare(comp_name.size() - 5, 5, "-bf16") == 0;
-  if (comp && comp_name != "dual" && comp_name != "dual-bf16" && comp_name != "global" && comp_name != "global-bf16") {
-    std::printf("unknown compensator '%s' (off, dual, dual-bf16, global, global-bf16)\n", comp_name.c_str());
+  CompensatorSpec cs;
+  if (!tools::compensator_from_name(comp_name, &cs)) {
+    std::printf("unknown compensator '%s' (%s)\n", comp_name.c_str(), tools::kCompensatorNames);
     return 2;
   }
+  const bool comp = cs.mode != CompensatorMode::kOff;
+  const bool global = comp && cs.residual == ResidualMode::kGlobal;
+  const bool bf16_state = cs.state_dtype == DType::kBFloat16;
   CommOptions opt;
   opt.tiles_per_wave = argc > 5 ? std::atoi(argv[5]) : 0;
   const int dev = 0;

@@ -403,23 +403,11 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
   a.wait.error = comm->error;
   a.wait.abort = &a.control->abort;
   const CompensatorSpec& cs = spec.compensator;
-  a.comp.mode = cs.mode;
-  a.comp.residual = cs.residual;
-  // Constants as the reference forms them: fp32 values and fp32(1 - x).
-  a.comp.eta = cs.eta;
-  a.comp.a = cs.a;
-  a.comp.oa = 1.0f - cs.a;
-  a.comp.beta1 = cs.beta1;
-  a.comp.ob1 = 1.0f - cs.beta1;
-  a.comp.beta2 = cs.beta2;
-  a.comp.ob2 = 1.0f - cs.beta2;
-  a.comp.beta = cs.beta;
-  a.comp.ob = 1.0f - cs.beta;
+  set_compensator_args(cs, &a.comp);
   const bool compensate = cs.mode != CompensatorMode::kOff;
   if (compensate) {
     a.comp.m1 = state->m1;
     a.comp.m2 = state->m2;
-    a.comp.bf16_state = cs.state_dtype == DType::kBFloat16;
     a.comp.fresh = state->fresh;
     a.comp.stash = state->stash;
   }

@@ -59,6 +59,23 @@ inline constexpr int kDefaultLagWaves = 3;
 // depend only on values every rank shares.
 Schedule plan_schedule(const ScheduleInputs& in);
 
+// The kernels' view of a compensator spec: mode, residual, state type (when on) and the constants
+// as the reference forms them, fp32 values and fp32(1 - x). The state pointers are left as they are.
+inline void set_compensator_args(const CompensatorSpec& cs, CompensatorArgs* c) {
+  c->mode = cs.mode;
+  c->residual = cs.residual;
+  c->eta = cs.eta;
+  c->a = cs.a;
+  c->oa = 1.0f - cs.a;
+  c->beta1 = cs.beta1;
+  c->ob1 = 1.0f - cs.beta1;
+  c->beta2 = cs.beta2;
+  c->ob2 = 1.0f - cs.beta2;
+  c->beta = cs.beta;
+  c->ob = 1.0f - cs.beta;
+  if (cs.mode != CompensatorMode::kOff) c->bf16_state = cs.state_dtype == DType::kBFloat16;
+}
+
 // (dtype, bits, quantizer, group, segment groups, compensator work): the variant decides residency.
 using ScheduleKey = std::tuple<int, int, int, int, std::size_t, int>;  // last: Compensation
 

@@ -30,9 +30,8 @@ int main(int argc, char** argv) {
     std::printf("unknown compensator '%s' (%s)\n", comp_name.c_str(), tools::kCompensatorNames);
     return 2;
   }
-  const bool comp = cs.mode != CompensatorMode::kOff;
-  const bool global = comp && cs.residual == ResidualMode::kGlobal;
-  const bool bf16_state = cs.state_dtype == DType::kBFloat16;
+  const Compensation cw = compensation_of(cs.mode, cs.residual);
+  const bool comp = cw != Compensation::kOff;
   CommOptions opt;
   opt.tiles_per_wave = argc > 5 ? std::atoi(argv[5]) : 0;
   const int dev = 0;
@@ -75,17 +74,12 @@ int main(int argc, char** argv) {
   a.control = reinterpret_cast<Control*>(static_cast<char*>(ws) + c.layout.control_offset);
   a.wait = {0, 1000000000ull, c.error, &a.control->abort};
   a.nccl = true;
-  a.comp.mode = comp ? CompensatorMode::kDual : CompensatorMode::kOff;
-  a.comp.residual = global ? ResidualMode::kGlobal : ResidualMode::kLocal;
-  a.comp.bf16_state = bf16_state;
+  set_compensator_args(cs, &a.comp);
   if (comp) {
     cudaMemset(st->fresh, 0, sizeof(int));
     a.comp.m1 = st->m1; a.comp.m2 = st->m2; a.comp.fresh = st->fresh; a.comp.stash = st->stash;
-    a.comp.eta = 0.75f; a.comp.a = 0.35f; a.comp.oa = 0.65f; a.comp.beta1 = 0.7f; a.comp.ob1 = 0.3f;
-    a.comp.beta2 = 0.3f; a.comp.ob2 = 0.7f;
   }
   // The communicator's tiling rule (plan_schedule), for this one-GPU setup.
-  const Compensation cw = !comp ? Compensation::kOff : global ? Compensation::kGlobal : Compensation::kLocal;
   ScheduleInputs si{};
   si.slot_bytes = c.layout.slot_bytes;
   si.groups_per_segment = seg.groups_per_segment;
@@ -143,7 +137,7 @@ int main(int argc, char** argv) {
     std::printf("  stage %-6s %8.1f us  %6.2f G elements/s  (%s)\n", names[k], best * 1e3, elems[k] / best / 1e6,
                 cudaGetErrorString(cudaGetLastError()));
   }
-  if (global) {
+  if (cw == Compensation::kGlobal) {
     // The global mode's update over the whole message (it runs on the side stream in a call).
     const int update_grid = std::max(1, c.sm_count * kAuxBlocksPerSm);
     const float best = best_of_five([&] { compensator_update(a, update_grid, nullptr); });

@@ -166,47 +166,57 @@ run_bench() {
 
 stage_bench() { run_bench plain; }
 stage_bench-bg() { run_bench bg --background-duty "${BENCH_DUTY:-0.5}" -b 1048576; }
+# sweep NAME PASSES SETTINGS BENCH_ARGS...: `echotk bench --skip-verify BENCH_ARGS` once per pass and
+# ';'-separated entry of SETTINGS (that entry's echotk bench options), each table headed
+# "## pass P: OPTIONS" in $out/NAME.log; two passes show drift between the settings.
+sweep() {
+  local name=$1 passes=$2 settings=$3 pass setting
+  shift 3
+  local -a list opts
+  IFS=';' read -ra list <<<"$settings"
+  for ((pass = 1; pass <= passes; pass++)); do
+    for setting in "${list[@]}"; do
+      read -ra opts <<<"$setting"
+      echo "## pass $pass: $setting" | tee -a "$out/$name.log"
+      "$build/bin/echotk" bench --skip-verify "${opts[@]}" "$@" 2>&1 | tee -a "$out/$name.log" | grep -E "^\||rror"
+    done
+  done
+}
+# ';'-separated echotk options, one entry per word of $1, each "$2 WORD".
+settings_of() {
+  local w out=""
+  for w in $1; do out+="${out:+;}$2 $w"; done
+  echo "$out"
+}
+
 # Pipeline depth at the mid sizes (4-64 MiB), where the quantized path's margin over NCCL is thinnest.
 stage_tune-mid() {
-  for t in 2 4 8 16 32; do
-    echo "## tiles-per-wave $t" | tee -a "$out/tune-mid.log"
-    "$build/bin/echotk" bench -b 4194304 -e 67108864 -n 50 --skip-verify --tiles-per-wave $t \
-      --rows ${TUNE_ROWS:-nccl-bf16 echo4 echo8} 2>&1 | tee -a "$out/tune-mid.log" | grep -E "^\|"
-  done
+  # shellcheck disable=SC2086  # TUNE_ROWS is a word list
+  sweep tune-mid 1 "$(settings_of "2 4 8 16 32" --tiles-per-wave)" -b 4194304 -e 67108864 -n 50 \
+    --rows ${TUNE_ROWS:-nccl-bf16 echo4 echo8}
 }
 # How far reduce trails push and tail trails reduce (in waves of resident jobs), at 16 MiB - 1 GiB;
-# LAG_COMBOS: ';'-separated "reduce tail" pairs; two passes over all pairs, so drift shows.
+# LAG_COMBOS: ';'-separated "reduce tail" pairs.
 stage_tune-lag() {
-  local combos combo pass
+  local combos combo rl tl settings=""
   IFS=';' read -ra combos <<<"${LAG_COMBOS:-1 1;2 2;3 3;4 4;8 8}"
-  for pass in 1 2; do
-    for combo in "${combos[@]}"; do
-      read -r rl tl <<<"$combo"
-      echo "## pass $pass reduce-lag-waves $rl tail-lag-waves $tl" | tee -a "$out/tune-lag.log"
-      "$build/bin/echotk" bench -b 16777216 -e 1073741824 -f 4 --skip-verify --reduce-lag-waves "$rl" \
-        --tail-lag-waves "$tl" --rows ${LAG_ROWS:-nccl-bf16 echo4 echo8 echo4-comp-local echo4-comp-local-bf16} 2>&1 |
-        tee -a "$out/tune-lag.log" | grep -E "^\||rror"
-    done
+  for combo in "${combos[@]}"; do
+    read -r rl tl <<<"$combo"
+    settings+="${settings:+;}--reduce-lag-waves $rl --tail-lag-waves $tl"
   done
+  # shellcheck disable=SC2086  # LAG_ROWS is a word list
+  sweep tune-lag 2 "$settings" -b 16777216 -e 1073741824 -f 4 \
+    --rows ${LAG_ROWS:-nccl-bf16 echo4 echo8 echo4-comp-local echo4-comp-local-bf16}
 }
-# The square-root tiling's factor (TILE_FACTORS) at 16 MiB .. 1 GiB, two passes over all factors.
+# The square-root tiling's factor (TILE_FACTORS) at 16 MiB .. 1 GiB.
 stage_tune-tiles() {
-  local f pass
-  for pass in 1 2; do
-    for f in ${TILE_FACTORS:-8 16 24 32 48}; do
-      echo "## pass $pass tiles-per-sqrt-iteration $f" | tee -a "$out/tune-tiles.log"
-      "$build/bin/echotk" bench -b 16777216 -e 1073741824 -f 4 --skip-verify --tiles-per-sqrt-iteration "$f" \
-        --rows ${TUNE_ROWS:-nccl-bf16 echo4 echo8 echo4-comp-local-alone echo4-comp-local-bf16} 2>&1 |
-        tee -a "$out/tune-tiles.log" | grep -E "^\||rror"
-    done
-  done
+  # shellcheck disable=SC2086  # TUNE_ROWS is a word list
+  sweep tune-tiles 2 "$(settings_of "${TILE_FACTORS:-8 16 24 32 48}" --tiles-per-sqrt-iteration)" \
+    -b 16777216 -e 1073741824 -f 4 --rows ${TUNE_ROWS:-nccl-bf16 echo4 echo8 echo4-comp-local-alone echo4-comp-local-bf16}
 }
 stage_tune() {
-  for t in 4 8 16 32; do
-    echo "## tiles-per-wave $t" | tee -a "$out/tune.log"
-    "$build/bin/echotk" bench -b 1073741824 -e 1073741824 -n 20 --skip-verify --tiles-per-wave $t \
-      --rows nccl-bf16 echo4 echo4-comp-local 2>&1 | tee -a "$out/tune.log" | grep -E "^\|"
-  done
+  sweep tune 1 "$(settings_of "4 8 16 32" --tiles-per-wave)" -b 1073741824 -e 1073741824 -n 20 \
+    --rows nccl-bf16 echo4 echo4-comp-local
 }
 
 stage_jobtrace() {

@@ -27,6 +27,24 @@ std::string describe(const ScheduleInputs& in) {
          std::to_string(in.tail_lag_waves);
 }
 
+// A call shape with zero-aware parameters (4 bytes per group) on 132 multiprocessors.
+ScheduleInputs shape(std::size_t slot, std::size_t gps, int group, int bits, Compensation comp, int per_sm, int ranks,
+                     int sharing) {
+  ScheduleInputs in{};
+  in.slot_bytes = slot;
+  in.groups_per_segment = gps;
+  in.group_bytes = static_cast<std::size_t>(group) * bits / 8;
+  in.param_bytes = 4;
+  in.group = group;
+  in.lane_elements = lane_elements(bits, group, comp);
+  in.blocks_per_sm = per_sm;
+  in.sm_count = 132;
+  in.ranks = ranks;
+  in.ranks_on_device = sharing;
+  in.max_ranks_on_device = sharing;
+  return in;
+}
+
 void check_schedule(const ScheduleInputs& in) {
   const Schedule s = plan_schedule(in);
   const std::string where = describe(in);
@@ -75,20 +93,9 @@ BOOST_AUTO_TEST_CASE(every_schedule_covers_its_segment_within_slot_and_flags) {
                 for (std::size_t gps : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{65537},
                                         std::size_t{1} << 21, (std::size_t{1} << 24) + 3}) {
                   for (int tpw : {0, 1, 32, 1000}) {
-                    ScheduleInputs in{};
-                    in.slot_bytes = slot;
-                    in.groups_per_segment = gps;
-                    in.group_bytes = static_cast<std::size_t>(group) * bits / 8;
-                    in.param_bytes = 4;
-                    in.group = group;
-                    in.lane_elements = lane_elements(bits, group, comp);
-                    in.blocks_per_sm = per_sm;
-                    in.sm_count = 132;
-                    in.ranks = ranks;
-                    in.ranks_on_device = sharing;
-                    in.max_ranks_on_device = sharing;
+                    ScheduleInputs in = shape(slot, gps, group, bits, comp, per_sm, ranks, sharing);
                     in.tiles_per_wave = tpw;
-                    // Lags of one wave (the default) and, on every other shape, of two and three.
+                    // The default lags and, on every other shape, lags of two and three waves.
                     in.reduce_lag_waves = checked % 2 == 0 ? 0 : 2;
                     in.tail_lag_waves = checked % 2 == 0 ? 0 : 3;
                     check_schedule(in);
@@ -133,19 +140,8 @@ BOOST_AUTO_TEST_CASE(default_slot_runs_a_gib_at_four_bits_in_one_round) {
     const std::size_t slots = 2 * static_cast<std::size_t>(ranks) * layout.slot_bytes;
     if (ranks <= 4) BOOST_TEST(slots <= (std::size_t{576} << 20) + 2 * ranks * 256u);
     const std::size_t groups = count / group;
-    ScheduleInputs in{};
-    in.slot_bytes = layout.slot_bytes;
-    in.groups_per_segment = (groups + ranks - 1) / ranks;
-    in.group_bytes = group * 4 / 8;
-    in.param_bytes = 4;
-    in.group = group;
-    in.lane_elements = lane_elements(4, group, Compensation::kOff);
-    in.blocks_per_sm = 2;
-    in.sm_count = 132;
-    in.ranks = ranks;
-    in.ranks_on_device = 1;
-    in.max_ranks_on_device = 1;
-    const Schedule s = plan_schedule(in);
+    const Schedule s = plan_schedule(
+        shape(layout.slot_bytes, (groups + ranks - 1) / ranks, group, 4, Compensation::kOff, 2, ranks, 1));
     BOOST_TEST_INFO("P = " << ranks);
     BOOST_TEST(s.rounds == 1);
   }
@@ -159,19 +155,12 @@ BOOST_AUTO_TEST_CASE(default_tiles_grow_as_the_square_root_of_the_iterations) {
     for (Compensation comp : {Compensation::kOff, Compensation::kLocal}) {
       for (const std::size_t iterations : {std::size_t{1}, std::size_t{100}, std::size_t{512}, std::size_t{2048},
                                            std::size_t{8192}, std::size_t{32768}, std::size_t{131072}}) {
-        ScheduleInputs in{};
-        in.group = 128;
-        in.lane_elements = lane_elements(4, in.group, comp);
-        const std::size_t gpi = static_cast<std::size_t>(32 / (in.group / in.lane_elements)) * kWarpsPerBlock;
-        in.groups_per_segment = iterations * gpi;
-        in.group_bytes = 64;
-        in.param_bytes = 4;
-        in.slot_bytes = in.groups_per_segment * (in.group_bytes + in.param_bytes) + 4096;  // one round
-        in.blocks_per_sm = comp == Compensation::kOff ? 2 : 3;
-        in.sm_count = 132;
-        in.ranks = 2;
-        in.ranks_on_device = 1;
-        in.max_ranks_on_device = 1;
+        const int group = 128;
+        const std::size_t gpi =
+            static_cast<std::size_t>(32 / (group / lane_elements(4, group, comp))) * kWarpsPerBlock;
+        const std::size_t gps = iterations * gpi;
+        ScheduleInputs in = shape(gps * (group * 4 / 8 + 4) + 4096, gps, group, 4, comp,  // one round
+                                  comp == Compensation::kOff ? 2 : 3, 2, 1);
         in.tiles_per_sqrt_iteration = factor;
         const Schedule s = plan_schedule(in);
         BOOST_TEST_INFO("iterations " << iterations << ", compensation " << static_cast<int>(comp) << ", factor "

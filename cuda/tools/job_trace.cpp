@@ -112,20 +112,20 @@ int main(int argc, char** argv) {
   }
   std::vector<float> call_ms(P, 0.0f);
   s = on_every_rank(P, [&](int r) -> Status {
-    cudaSetDevice(devs[r]);
-    if (cudaMemset(records[r], 0, kRecords * kJobTraceWords * 8) != cudaSuccess) {
-      return Status(StatusCode::kDeviceError, "memset");
-    }
+    ECHO_CUDA_CHECK(cudaSetDevice(devs[r]));
+    ECHO_CUDA_CHECK(cudaMemset(records[r], 0, kRecords * kJobTraceWords * 8));
     set_job_trace(comms[r], records[r], kRecords);
     cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    cudaEventRecord(e0, nullptr);
+    ECHO_CUDA_CHECK(cudaEventCreate(&e0));
+    ECHO_CUDA_CHECK(cudaEventCreate(&e1));
+    ECHO_CUDA_CHECK(cudaEventRecord(e0, nullptr));
     ECHO_RETURN_IF_ERROR(allreduce(comms[r], in[r], out[r], n, spec, states[r], nullptr));
-    cudaEventRecord(e1, nullptr);
+    ECHO_CUDA_CHECK(cudaEventRecord(e1, nullptr));
     ECHO_RETURN_IF_ERROR(synchronize(comms[r], nullptr));
-    cudaEventSynchronize(e1);
-    cudaEventElapsedTime(&call_ms[r], e0, e1);
+    ECHO_CUDA_CHECK(cudaEventSynchronize(e1));
+    ECHO_CUDA_CHECK(cudaEventElapsedTime(&call_ms[r], e0, e1));
+    ECHO_CUDA_CHECK(cudaEventDestroy(e0));
+    ECHO_CUDA_CHECK(cudaEventDestroy(e1));
     set_job_trace(comms[r], nullptr, 0);
     return Status::Ok();
   });
@@ -135,8 +135,10 @@ int main(int argc, char** argv) {
   std::vector<std::vector<unsigned long long>> host(P, std::vector<unsigned long long>(kRecords * kJobTraceWords));
   bool any = false;
   for (int r = 0; r < P; ++r) {
-    cudaSetDevice(devs[r]);
-    cudaMemcpy(host[r].data(), records[r], host[r].size() * 8, cudaMemcpyDeviceToHost);
+    if (cudaSetDevice(devs[r]) != cudaSuccess ||
+        cudaMemcpy(host[r].data(), records[r], host[r].size() * 8, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      return fail("records", Status(StatusCode::kDeviceError, "copying rank " + std::to_string(r) + "'s records"));
+    }
     for (std::size_t i = 0; i < kRecords && !any; ++i) any = host[r][i * kJobTraceWords + 2] != 0;
   }
   if (!any) {

@@ -162,33 +162,62 @@ struct OwnerStages {
     }
     return g;
   }
-  __device__ LaneGroup lane_group(std::size_t base, std::size_t end) const { return lane_group_of(lm, base, end); }
+  // LEAN (a lean tile, lean_tile()): every lane is active and whole.
+  template <bool LEAN = false>
+  __device__ __forceinline__ LaneGroup lane_group(std::size_t base, std::size_t end) const {
+    if constexpr (LEAN) {
+      LaneGroup g;
+      g.grp = base + lm.group_slot;
+      g.active = true;
+      g.e0 = g.grp * a.group + static_cast<std::size_t>(lm.lane_in_group) * E;
+      g.valid = E;
+      return g;
+    } else {
+      return lane_group_of(lm, base, end);
+    }
+  }
+
+  // Lean tiles: whole block iterations of whole groups inside the message, staging buffers (in the
+  // staged variants) that hold the call's state, aligned input (and output, for the reduce),
+  // forward, no x' output. Their push and reduce run a copy of the loop with every per-lane
+  // condition known (the same operations in the same order, so the same bits), which issues fewer
+  // instructions than the general loop (docs/performance.md, item 22). The compensated variants
+  // that do not stage (32-element lanes, groups above 512) keep the general loop only.
+  static constexpr bool kLeanVariant = kStaged || !COMP;
+  __device__ __forceinline__ bool lean_tile(const TileRange& tr, bool reduce) const {
+    return (!kStaged || Staged::holds(a.comp)) && in_aligned && (out_aligned || !reduce) && !a.backward &&
+           a.compensated == nullptr && (tr.end - tr.first) % lm.groups_per_block == 0 &&
+           tr.end * a.group <= a.count;
+  }
 
   // The input words of the block iteration at `base` of a tile ending at `end`: with prefetching,
   // the ones `next` already holds (and `next` is reloaded for the following iteration); without,
   // loaded now. `next` starts with first_input().
+  template <bool LEAN = false>
   __device__ __forceinline__ Input first_input(const TileRange& tr) const {
     Input in;
-    if (kPrefetch) in.load(a.in, lane_group(tr.first, tr.end), in_aligned);
+    if (kPrefetch) in.load(a.in, lane_group<LEAN>(tr.first, tr.end), LEAN || in_aligned);
     return in;
   }
+  template <bool LEAN = false>
   __device__ __forceinline__ Input take_input(std::size_t base, std::size_t end, const LaneGroup& g,
                                               Input& next) const {
     Input cur = next;
-    if (staged_lane(g)) {
+    if (staged_lane<LEAN>(g)) {
       cur.fast = false;  // from the staging buffers (entry)
     } else if (!kPrefetch) {
-      cur.load(a.in, g, in_aligned);
+      cur.load(a.in, g, LEAN || in_aligned);
     } else if (base + lm.groups_per_block < end) {
-      next.load(a.in, lane_group(base + lm.groups_per_block, end), in_aligned);
+      next.load(a.in, lane_group<LEAN>(base + lm.groups_per_block, end), LEAN || in_aligned);
     }
     return cur;
   }
 
   // Values the quantizer sees: x' times 2^k in backward mode, x' itself otherwise.
+  template <bool LEAN = false>
   __device__ __forceinline__ void scaled(const float (&x)[E], float (&xs)[E]) const {
 #pragma unroll
-    for (int k = 0; k < E; ++k) xs[k] = a.backward ? __fmul_rn(x[k], sc.scale) : x[k];
+    for (int k = 0; k < E; ++k) xs[k] = !LEAN && a.backward ? __fmul_rn(x[k], sc.scale) : x[k];
   }
 
   // L2 prefetch of the codes and parameters of groups [it, min(it + one block iteration, end)) in a
@@ -207,22 +236,25 @@ struct OwnerStages {
 
   // Staged variants: whole, aligned lanes of a call whose state the buffers hold take their input
   // and state from them.
+  template <bool LEAN = false>
   __device__ __forceinline__ bool staged_lane(const LaneGroup& g) const {
-    return kStaged && Staged::holds(a.comp) && g.active && g.valid == E && in_aligned;
+    return kStaged && (LEAN || (Staged::holds(a.comp) && g.active && g.valid == E && in_aligned));
   }
   // Staged variants: the copies of the block iteration at `base` into buffer `buf`.
+  template <bool LEAN = false>
   __device__ __forceinline__ void stage(std::size_t base, std::size_t end, int buf) const {
     if constexpr (kStaged) {
-      const LaneGroup n = lane_group(base, end);
-      staged.issue(staged_lane(n), a.in, a.comp, n.e0, buf);
+      const LaneGroup n = lane_group<LEAN>(base, end);
+      staged.issue(staged_lane<LEAN>(n), a.in, a.comp, n.e0, buf);
     }
   }
   // Staged variants, at the top of the iteration at `base` that reads buffer `buf`: the next
   // iteration's copies go out into the other buffer, then this one's are waited for.
+  template <bool LEAN = false>
   __device__ __forceinline__ void stage_next(std::size_t base, std::size_t end, int buf) const {
     if constexpr (kStaged) {
       if (base + lm.groups_per_block < end) {
-        stage(base + lm.groups_per_block, end, buf ^ 1);
+        stage<LEAN>(base + lm.groups_per_block, end, buf ^ 1);
         cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
@@ -232,9 +264,10 @@ struct OwnerStages {
 
   // x' of a lane (gradient units) with the state it was formed from; also the global-mode stash
   // and the optional x' output.
-  __device__ void entry(const LaneGroup& g, const Input& in, int buf, float (&x)[E], float (&m1)[E],
-                        float (&m2)[E]) {
-    const bool from_stage = staged_lane(g);
+  template <bool LEAN = false>
+  __device__ __forceinline__ void entry(const LaneGroup& g, const Input& in, int buf, float (&x)[E], float (&m1)[E],
+                                        float (&m2)[E]) {
+    const bool from_stage = staged_lane<LEAN>(g);
     if (from_stage) {
       staged.read(a.comp, buf, x, m1, m2);
     } else {
@@ -245,7 +278,7 @@ struct OwnerStages {
       if (!from_stage) load_state<E>(a.comp, g.e0, g.valid, m1, m2);
       apply_compensation<E>(a.comp, fresh, m1, m2, x);
     }
-    if (a.compensated != nullptr) store_f32_canonical<E>(a.compensated + g.e0, g.valid, x);
+    if (!LEAN && a.compensated != nullptr) store_f32_canonical<E>(a.compensated + g.e0, g.valid, x);
   }
 
   __device__ bool local_residual() const { return COMP && a.comp.residual == ResidualMode::kLocal; }
@@ -271,6 +304,16 @@ struct OwnerStages {
   __device__ void push(int dest, int tile) {
     const TileRange tr = tile_range(a, dest, tile);
     if (tr.first == tr.end) return;
+    if constexpr (kLeanVariant) {
+      if (lean_tile(tr, false)) {
+        push_tile<true>(dest, tile, tr);
+        return;
+      }
+    }
+    push_tile<false>(dest, tile, tr);
+  }
+  template <bool LEAN>
+  __device__ __forceinline__ void push_tile(int dest, int tile, const TileRange& tr) {
     const std::size_t seg_first = static_cast<std::size_t>(dest) * a.groups_per_segment;
     // P2P: straight into the owner's receive slot of this rank. NCCL: into the local send slot of
     // the owner (the gather region is idle until the reduce launch).
@@ -281,17 +324,17 @@ struct OwnerStages {
                      static_cast<std::size_t>(a.rank) * a.layout.slot_bytes;
     unsigned char* params = slot + a.codes_bytes;
     const QuantParams qp{BITS, a.kind};
-    Input next = first_input(tr);
+    Input next = first_input<LEAN>(tr);
     int buf = 0;
-    stage(tr.first, tr.end, buf);
+    stage<LEAN>(tr.first, tr.end, buf);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
-      const LaneGroup g = lane_group(base, tr.end);
-      stage_next(base, tr.end, buf);
-      const Input cur = take_input(base, tr.end, g, next);
+      const LaneGroup g = lane_group<LEAN>(base, tr.end);
+      stage_next<LEAN>(base, tr.end, buf);
+      const Input cur = take_input<LEAN>(base, tr.end, g, next);
       float x[E], m1[E], m2[E];
-      entry(g, cur, buf, x, m1, m2);
+      entry<LEAN>(g, cur, buf, x, m1, m2);
       float xs[E];
-      scaled(x, xs);
+      scaled<LEAN>(x, xs);
       const GroupStats st = group_stats<E>(xs, g.valid, lm.lanes_per_group);
       if (!g.active) continue;
       const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
@@ -310,7 +353,7 @@ struct OwnerStages {
 #pragma unroll
         for (int k = 0; k < E; ++k) {
           float v = map.poisoned ? poisoned_value() : decode_finite_value(dp.s, dp.z, q[k]);
-          if (a.backward) v = __fmul_rn(v, sc.unscale);
+          if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);
           u[k] = __fsub_rn(x[k], v);
         }
         update_state<E>(a.comp, u, m1, m2);
@@ -381,6 +424,13 @@ struct OwnerStages {
   __device__ bool reduce(int tile) {
     const TileRange tr = tile_range(a, a.rank, tile);
     if (tr.first == tr.end) return true;
+    if constexpr (kLeanVariant) {
+      if (lean_tile(tr, true)) return reduce_tile<true>(tile, tr);
+    }
+    return reduce_tile<false>(tile, tr);
+  }
+  template <bool LEAN>
+  __device__ __forceinline__ bool reduce_tile(int tile, const TileRange& tr) {
     char* own = a.peer_base[a.rank];
     const unsigned long long w0 = kJobTrace && a.job_trace != nullptr ? globaltimer_ns() : 0;
     for (int r = 0; r < a.ranks && !a.nccl; ++r) {
@@ -394,18 +444,18 @@ struct OwnerStages {
     const std::size_t seg_first = static_cast<std::size_t>(a.rank) * a.groups_per_segment;
     const QuantParams qp{BITS, a.kind};
     unsigned long long poisoned = 0;
-    Input next = first_input(tr);
+    Input next = first_input<LEAN>(tr);
     int buf = 0;
-    stage(tr.first, tr.end, buf);
+    stage<LEAN>(tr.first, tr.end, buf);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
-      const LaneGroup g = lane_group(base, tr.end);
-      stage_next(base, tr.end, buf);
-      const Input cur = take_input(base, tr.end, g, next);
+      const LaneGroup g = lane_group<LEAN>(base, tr.end);
+      stage_next<LEAN>(base, tr.end, buf);
+      const Input cur = take_input<LEAN>(base, tr.end, g, next);
       const std::size_t lg = g.grp - seg_first - a.round_group_begin;
       float x[E], m1[E], m2[E];
-      entry(g, cur, buf, x, m1, m2);
+      entry<LEAN>(g, cur, buf, x, m1, m2);
       float xs[E];
-      scaled(x, xs);
+      scaled<LEAN>(x, xs);
       // fp32 sum in rank order; the owner's own copy is never quantized. A NaN sum poisons its
       // group, and reaches memory only through the local residual's state, stored canonical.
       float acc[E];
@@ -432,7 +482,7 @@ struct OwnerStages {
       if (map.poisoned) {
 #pragma unroll
         for (int k = 0; k < E; ++k) y[k] = poisoned_value();
-        store_elems<D, E>(a.out, g.e0, g.valid, out_aligned, y);
+        store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
       } else {
         // Finite scale: the values are finite, the hardware conversion rounds them. The code values
         // come from `bits` (one subtraction each) or, with the state in registers, from the packed
@@ -447,16 +497,16 @@ struct OwnerStages {
 #pragma unroll
         for (int k = 0; k < E; ++k) {
           float v = decode_finite_value(dp.s, dp.z, q[k]);
-          if (a.backward) v = __fmul_rn(v, sc.unscale);
+          if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);
           y[k] = local_residual() ? Elem<D>::load(Elem<D>::store_not_nan(v)) : v;
         }
-        store_elems<D, E, true>(a.out, g.e0, g.valid, out_aligned, y);
+        store_elems<D, E, true>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
       }
       if (local_residual()) {
         // Local residual of the owner: its gather error, u = acc - y (gradient units).
         float u[E];
 #pragma unroll
-        for (int k = 0; k < E; ++k) u[k] = __fsub_rn(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
+        for (int k = 0; k < E; ++k) u[k] = __fsub_rn(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
         update_state<E>(a.comp, u, m1, m2);
         store_state<E>(a.comp, g.e0, g.valid, m1, m2);
       }

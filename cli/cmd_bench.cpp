@@ -104,8 +104,6 @@ struct Options {
   int tiles_per_wave = 0;
   double tiles_per_sqrt = 0.0;
   int reduce_lag_waves = 0, tail_lag_waves = 0;
-  int update_sms = 0;          // CommOptions::update_sm_count
-  int matmul_sm_margin = 0;    // multiprocessors the overlapped matmul leaves to the update
   std::size_t slot_mib = 0;
   long long exact_max = -1;  // the Echo rows' exact-path limit; -1: the library default
   bool skip_verify = false;
@@ -173,7 +171,6 @@ struct Context {
   std::vector<cuda::CompensatorBuffers*> states;
   std::vector<void*> in, out;
   std::vector<cuda::bench::Matmul*> mm;
-  int sm_count = 0;           // multiprocessors of devs[0]
   double* ref = nullptr;      // on devs[0]: fp64 exact sum
   void* scratch = nullptr;    // on devs[0]: a peer's output
   double* sums = nullptr;     // on devs[0]
@@ -229,11 +226,9 @@ int matmul_rows(const Options& opt, std::size_t count) {
   return static_cast<int>(std::clamp<std::size_t>(tokens, 1, kMatmulMaxRows));
 }
 
-// The bf16 matmul of rank r on its stream (`rows` rows); `beside` the all-reduce it leaves
-// --matmul-sm-margin multiprocessors free, alone (the time subtracted) it has all of them.
-void run_matmul(Context& c, int r, int rows, bool beside) {
-  const int target = beside && c.opt.matmul_sm_margin > 0 ? std::max(1, c.sm_count - c.opt.matmul_sm_margin) : 0;
-  check(kCmd, cuda::bench::matmul_run(c.mm[r], c.streams[r], rows, target));
+// The overlapped bf16 matmul of rank r on its stream (`rows` rows).
+void run_matmul(Context& c, int r, int rows) {
+  check(kCmd, cuda::bench::matmul_run(c.mm[r], c.streams[r], rows));
 }
 
 struct Verify {
@@ -312,7 +307,7 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
     op = [&, comp](int r) {
       check(kCmd, cuda::allreduce(comms[r], c.in[r], c.out[r], count, spec, comp ? c.states[r] : nullptr,
                                   c.streams[r]));
-      if (row.with_matmul) run_matmul(c, r, mm_rows, true);
+      if (row.with_matmul) run_matmul(c, r, mm_rows);
     };
   }
   const auto t = time_loop(c, c.opt.warmup, c.opt.iters, op);
@@ -321,7 +316,7 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
     // The matmul alone, measured right after the row with the same iterations: its time drifts
     // over a run (clocks under sustained load), so a single early measurement would bias the
     // difference by a few hundred microseconds.
-    m.ms -= median(time_loop(c, c.opt.warmup, c.opt.iters, [&](int r) { run_matmul(c, r, mm_rows, false); }));
+    m.ms -= median(time_loop(c, c.opt.warmup, c.opt.iters, [&](int r) { run_matmul(c, r, mm_rows); }));
   }
   if (!row.nccl_baseline) {
     auto& comms = row.transport == cuda::Transport::kNccl ? c.ncclt : c.p2p;
@@ -461,7 +456,6 @@ void run_bench(Options opt) {
     check(kCmd, cuda::bench::matmul_create(matmul_max_rows(opt), opt.mm_n, opt.mm_k, &c.mm[r]));
   }
   cudaSetDevice(c.devs[0]);
-  cuda_ok(cudaDeviceGetAttribute(&c.sm_count, cudaDevAttrMultiProcessorCount, c.devs[0]), "multiprocessor count");
   cuda_ok(cudaMalloc(&c.ref, max_count * sizeof(double)), "malloc");
   cuda_ok(cudaMalloc(&c.scratch, max_count * 2), "malloc");
   cuda_ok(cudaMalloc(&c.sums, 2 * sizeof(double)), "malloc");
@@ -473,7 +467,6 @@ void run_bench(Options opt) {
   co.tiles_per_sqrt_iteration = opt.tiles_per_sqrt;
   co.reduce_lag_waves = opt.reduce_lag_waves;
   co.tail_lag_waves = opt.tail_lag_waves;
-  co.update_sm_count = opt.update_sms;
   co.slot_bytes = opt.slot_mib << 20;
   c.p2p.resize(c.P);
   check(kCmd, cuda::create_group(c.P, c.devs.data(), co, c.p2p.data()));
@@ -495,18 +488,11 @@ void run_bench(Options opt) {
   bg.start(c.devs, opt.duty);
   const int top_rows = matmul_max_rows(opt);
   const double matmul_ms =
-      median(time_loop(c, 3, std::max(10, opt.iters / 2), [&](int r) { run_matmul(c, r, top_rows, false); }));
+      median(time_loop(c, 3, std::max(10, opt.iters / 2), [&](int r) { run_matmul(c, r, top_rows); }));
   std::cout << "# matmul " << (opt.mm_m > 0 ? std::to_string(opt.mm_m) : "(count / " + std::to_string(opt.mm_k) + ", 1.." +
                                                                           std::to_string(kMatmulMaxRows) + ")")
             << "x" << opt.mm_n << "x" << opt.mm_k << " bf16, alone at " << top_rows << " rows: " << fmt(matmul_ms * 1e3, 1)
             << " us at the start (the compensated rows subtract the matmul alone measured right after each of them)\n";
-  if (opt.matmul_sm_margin > 0) {
-    const double margin_ms =
-        median(time_loop(c, 3, std::max(10, opt.iters / 2), [&](int r) { run_matmul(c, r, top_rows, true); }));
-    std::cout << "# beside the all-reduce the matmul is planned for " << std::max(1, c.sm_count - opt.matmul_sm_margin)
-              << " of " << c.sm_count << " multiprocessors (--matmul-sm-margin " << opt.matmul_sm_margin
-              << "); alone that way: " << fmt(margin_ms * 1e3, 1) << " us; the rows subtract the matmul on all of them\n";
-  }
   const std::string cols = "| row | size (B) | count | type | time (us) | algbw (GB/s) | busbw (GB/s) | #wrong | speedup | rel. error |";
   std::ostringstream table;
   table << cols << "\n|---|---:|---:|---|---:|---:|---:|---:|---:|---:|\n";
@@ -585,13 +571,6 @@ void register_bench(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--tail-lag-waves", opt->tail_lag_waves,
                   "waves of resident jobs between a tile's reduce and its tail (0: default, 3)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--update-sm-count", opt->update_sms,
-                  "multiprocessors the global residual's update kernel runs on (0: all)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--matmul-sm-margin", opt->matmul_sm_margin,
-                  "multiprocessors the overlapped matmul leaves free for the update beside it; the "
-                  "matmul alone, subtracted, still runs on all of them")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--exact-max-count", opt->exact_max,
                   "the Echo rows' exact-path limit in elements, for rows that do not fix their own "

@@ -16,7 +16,6 @@
 #   tune-mid   pipeline depths 2 .. 32 at 4-64 MiB (TUNE_ROWS, default nccl-bf16 echo4 echo8)
 #   tune-lag   reduce and tail lags (LAG_COMBOS, LAG_ROWS) at 16 MiB .. 1 GiB, two passes
 #   tune-tiles the square-root tiling's factor (TILE_FACTORS, TUNE_ROWS) at 16 MiB .. 1 GiB, two passes
-#   tune-update the global residual's update kernel beside the matmul (UPDATE_COMBOS, UPDATE_MATMUL_M)
 #   profile    ncu stall reasons and per-instruction samples of the probe's push and reduce
 #   jobtrace   echo_cuda_job_trace: every job of one 1 GiB call per rank (stage, start, end, flag
 #              wait), 4-bit uncompensated and compensated (JOBTRACE_ARGS: ';'-separated argument
@@ -179,7 +178,7 @@ sweep() {
     for setting in "${list[@]}"; do
       read -ra opts <<<"$setting"
       echo "## pass $pass: $setting" | tee -a "$out/$name.log"
-      "$build/bin/echotk" bench --skip-verify "${opts[@]}" "$@" 2>&1 | tee -a "$out/$name.log" | grep -E "^\||rror|^# beside"
+      "$build/bin/echotk" bench --skip-verify "${opts[@]}" "$@" 2>&1 | tee -a "$out/$name.log" | grep -E "^\||rror"
     done
   done
 }
@@ -214,20 +213,6 @@ stage_tune-tiles() {
   # shellcheck disable=SC2086  # TUNE_ROWS is a word list
   sweep tune-tiles 2 "$(settings_of "${TILE_FACTORS:-8 16 24 32 48}" --tiles-per-sqrt-iteration)" \
     -b 16777216 -e 1073741824 -f 4 --rows ${TUNE_ROWS:-nccl-bf16 echo4 echo8 echo4-comp-local-alone echo4-comp-local-bf16}
-}
-# The global residual's update beside the next matmul: multiprocessors of the update kernel and
-# the matmul's margin (UPDATE_COMBOS: ';'-separated "update_sms margin" pairs, 0 0 = all of them,
-# no margin), at 256 MiB and 1 GiB with the matmul of UPDATE_MATMUL_M rows (default 65536, a 1 GiB
-# message's tokens at hidden size 8192).
-stage_tune-update() {
-  local combos combo sms margin settings=""
-  IFS=';' read -ra combos <<<"${UPDATE_COMBOS:-0 0;8 8;16 16;32 32;16 0}"
-  for combo in "${combos[@]}"; do
-    read -r sms margin <<<"$combo"
-    settings+="${settings:+;}--update-sm-count $sms --matmul-sm-margin $margin"
-  done
-  sweep tune-update 1 "$settings" -b 268435456 -e 1073741824 -f 4 -n 30 --matmul-m "${UPDATE_MATMUL_M:-65536}" \
-    --rows nccl-bf16 echo4-comp-global-bf16-matmul echo4-comp-global-bf16 echo4-comp-global
 }
 stage_tune() {
   sweep tune 1 "$(settings_of "4 8 16 32" --tiles-per-wave)" -b 1073741824 -e 1073741824 -n 20 \

@@ -482,10 +482,7 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
       // Update beside the caller's next kernel: fork to the side stream, join at the next call.
       ECHO_CUDA_CHECK(cudaEventRecord(comm->entry_done, stream));
       ECHO_CUDA_CHECK(cudaStreamWaitEvent(comm->side, comm->entry_done, 0));
-      const int update_sms = comm->options.update_sm_count > 0
-                                 ? std::min(comm->options.update_sm_count, comm->sm_count)
-                                 : comm->sm_count;
-      const int grid = std::max(1, update_sms * kAuxBlocksPerSm / comm->ranks_on_device);
+      const int grid = std::max(1, comm->sm_count * kAuxBlocksPerSm / comm->ranks_on_device);
       ECHO_CUDA_CHECK(compensator_update(a, grid, comm->side));
       ECHO_CUDA_CHECK(cudaMemsetAsync(state->fresh, 0, sizeof(int), comm->side));
       ECHO_CUDA_CHECK(cudaEventRecord(comm->update_done, comm->side));

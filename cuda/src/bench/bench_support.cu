@@ -200,19 +200,14 @@ Status matmul_create(int m, int n, int k, Matmul** out) {
   return Status::Ok();
 }
 
-Status matmul_run(Matmul* mm, cudaStream_t stream, int rows, int sm_count_target) {
+Status matmul_run(Matmul* mm, cudaStream_t stream, int rows) {
   if (rows < 0 || rows > mm->m) {
     return Status(StatusCode::kInvalidArgument, "matmul_run: " + std::to_string(rows) + " rows, the matmul has " +
                                                     std::to_string(mm->m));
   }
   const int m = rows == 0 ? mm->m : rows;
-  if (sm_count_target < 0) {
-    return Status(StatusCode::kInvalidArgument,
-                  "matmul_run: multiprocessor target " + std::to_string(sm_count_target) + " is negative");
-  }
   const float one = 1.0f, zero = 0.0f;
   ECHO_CUBLAS_CHECK(cublasSetStream(mm->handle, stream));
-  ECHO_CUBLAS_CHECK(cublasSetSmCountTarget(mm->handle, sm_count_target));
   ECHO_CUBLAS_CHECK(cublasGemmEx(mm->handle, CUBLAS_OP_N, CUBLAS_OP_N, m, mm->n, mm->k, &one, mm->a,
                                  CUDA_R_16BF, m, mm->b, CUDA_R_16BF, mm->k, &zero, mm->c, CUDA_R_16BF,
                                  m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));

@@ -35,9 +35,7 @@ Status spin(double microseconds, cudaStream_t stream);
 class Matmul;
 Status matmul_create(int m, int n, int k, Matmul** out);
 // rows: the rows of A and C this run uses (0: all m of matmul_create; at most m).
-// sm_count_target: multiprocessors cuBLAS plans the matmul for (0: all of the GPU's), so that a
-// kernel beside it keeps the others.
-Status matmul_run(Matmul* mm, cudaStream_t stream, int rows = 0, int sm_count_target = 0);
+Status matmul_run(Matmul* mm, cudaStream_t stream, int rows = 0);
 Status matmul_destroy(Matmul* mm);
 
 }  // namespace echo::cuda::bench

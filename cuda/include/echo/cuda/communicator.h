@@ -59,11 +59,6 @@ struct CommOptions {
   // at the cost of a longer fill and drain (docs/performance.md, item 19).
   int reduce_lag_waves = 0;
   int tail_lag_waves = 0;
-  // Multiprocessors the global residual's update kernel spreads its blocks over (0: all of them).
-  // On all of them it runs fastest alone but holds every multiprocessor until it ends, so the
-  // caller's next kernel cannot start beside it; on a few it leaves the rest to that kernel
-  // (docs/performance.md, item 22).
-  int update_sm_count = 0;
   Transport transport = Transport::kPeerToPeer;
 };
 

@@ -45,9 +45,10 @@ Schedule plan_schedule(const ScheduleInputs& in) {
     const std::size_t target_tiles = static_cast<std::size_t>(per_wave) * in.tiles_per_wave;
     tg = align_up(std::max<std::size_t>(1, (s.round_groups + target_tiles - 1) / target_tiles), groups_per_iter);
   } else {
-    // About kTilesPerSqrtIteration * sqrt(iterations) tiles, each of a whole number of block
-    // iterations (rounded to the nearest, at least one).
-    const double factor = in.tiles_per_sqrt_iteration > 0.0 ? in.tiles_per_sqrt_iteration : kTilesPerSqrtIteration;
+    // About default_tiles_per_sqrt_iteration(bits) * sqrt(iterations) tiles, each of a whole
+    // number of block iterations (rounded to the nearest, at least one).
+    const double factor =
+        in.tiles_per_sqrt_iteration > 0.0 ? in.tiles_per_sqrt_iteration : default_tiles_per_sqrt_iteration(in.bits);
     const double iterations = static_cast<double>(s.round_groups / groups_per_iter);
     const double per_tile = iterations / (factor * std::sqrt(iterations));
     const std::size_t its = std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(per_tile)));
@@ -124,6 +125,7 @@ const Schedule& schedule_for(Communicator* comm, const AllReduceSpec& spec, std:
   in.group_bytes = static_cast<std::size_t>(spec.quant.group) * spec.quant.bits / 8;
   in.param_bytes = spec.quant.param_bytes();
   in.group = spec.quant.group;
+  in.bits = spec.quant.bits;
   in.lane_elements = lane_elements(spec.quant.bits, spec.quant.group, comp);
   in.blocks_per_sm = owner_allreduce_blocks_per_sm(spec.dtype, spec.quant.bits, spec.quant.group, comp);
   in.sm_count = comm->sm_count;

@@ -33,13 +33,14 @@ struct ScheduleInputs {
   std::size_t group_bytes;         // packed codes of one group
   std::size_t param_bytes;         // wire parameters of one group
   int group;                       // elements per group
+  int bits;                        // bits per code
   int lane_elements;               // elements per thread of push and reduce
   int blocks_per_sm;               // resident blocks of the owner kernel variant
   int sm_count;
   int ranks;
   int ranks_on_device;             // ranks on this rank's GPU: the grid
   int max_ranks_on_device;         // ranks on the group's most shared GPU: the tiles
-  double tiles_per_sqrt_iteration; // the square-root rule's factor; 0: kTilesPerSqrtIteration
+  double tiles_per_sqrt_iteration; // the square-root rule's factor; 0: default_tiles_per_sqrt_iteration
   int tiles_per_wave;              // tiles per wave of resident jobs instead; 0: the square-root rule
   int reduce_lag_waves;            // push -> reduce distance in waves; 0 picks kDefaultLagWaves
   int tail_lag_waves;              // reduce -> tail distance in waves; 0 picks kDefaultLagWaves
@@ -47,8 +48,13 @@ struct ScheduleInputs {
 // The default tiling: about 16 sqrt(n) tiles for a round of n block iterations per segment (each
 // tile a whole number of iterations), the best fit to the tiles-per-wave sweeps at 4 MiB - 1 GiB
 // on 2 x H200 (docs/performance.md, item 21): few tiles stretch the pipeline's fill and drain, many
-// small ones pay the per-job overhead (queue atomic, flag post and wait, block barrier).
+// small ones pay the per-job overhead (queue atomic, flag post and wait, block barrier). 8-bit
+// jobs move twice the bytes per element and do better with more tiles: 24 sqrt(n) (item 23).
 inline constexpr double kTilesPerSqrtIteration = 16.0;
+inline constexpr double kTilesPerSqrtIteration8Bit = 24.0;
+inline constexpr double default_tiles_per_sqrt_iteration(int bits) {
+  return bits == 8 ? kTilesPerSqrtIteration8Bit : kTilesPerSqrtIteration;
+}
 // Measured at 16 MiB - 1 GiB on 2 x H200 (docs/performance.md, item 19): lags of 1 and 2 waves
 // leave blocks waiting on peer flags; 3 and beyond are on a plateau.
 inline constexpr int kDefaultLagWaves = 3;

@@ -36,6 +36,7 @@ ScheduleInputs shape(std::size_t slot, std::size_t gps, int group, int bits, Com
   in.group_bytes = static_cast<std::size_t>(group) * bits / 8;
   in.param_bytes = 4;
   in.group = group;
+  in.bits = bits;
   in.lane_elements = lane_elements(bits, group, comp);
   in.blocks_per_sm = per_sm;
   in.sm_count = 132;
@@ -147,27 +148,30 @@ BOOST_AUTO_TEST_CASE(default_slot_runs_a_gib_at_four_bits_in_one_round) {
   }
 }
 
-// The default tiling cuts about 16 sqrt(n) tiles for n block iterations per segment round (within
-// the rounding to whole iterations), one iteration each when that would be more tiles than
-// iterations, and never more than the flag arrays index.
+// The default tiling cuts about 16 sqrt(n) tiles (24 sqrt(n) for 8 bits) for n block iterations per
+// segment round (within the rounding to whole iterations), one iteration each when that would be
+// more tiles than iterations, and never more than the flag arrays index.
 BOOST_AUTO_TEST_CASE(default_tiles_grow_as_the_square_root_of_the_iterations) {
+  BOOST_TEST(default_tiles_per_sqrt_iteration(4) == 16.0);
+  BOOST_TEST(default_tiles_per_sqrt_iteration(8) == 24.0);
   for (const double factor : {0.0, 8.0, 32.0}) {
-    for (Compensation comp : {Compensation::kOff, Compensation::kLocal}) {
+    for (const auto& [bits, comp] : {std::pair{4, Compensation::kOff}, std::pair{4, Compensation::kLocal},
+                                     std::pair{8, Compensation::kOff}}) {
       for (const std::size_t iterations : {std::size_t{1}, std::size_t{100}, std::size_t{512}, std::size_t{2048},
                                            std::size_t{8192}, std::size_t{32768}, std::size_t{131072}}) {
         const int group = 128;
         const std::size_t gpi =
-            static_cast<std::size_t>(32 / (group / lane_elements(4, group, comp))) * kWarpsPerBlock;
+            static_cast<std::size_t>(32 / (group / lane_elements(bits, group, comp))) * kWarpsPerBlock;
         const std::size_t gps = iterations * gpi;
-        ScheduleInputs in = shape(gps * (group * 4 / 8 + 4) + 4096, gps, group, 4, comp,  // one round
+        ScheduleInputs in = shape(gps * (group * bits / 8 + 4) + 4096, gps, group, bits, comp,  // one round
                                   comp == Compensation::kOff ? 2 : 3, 2, 1);
         in.tiles_per_sqrt_iteration = factor;
         const Schedule s = plan_schedule(in);
-        BOOST_TEST_INFO("iterations " << iterations << ", compensation " << static_cast<int>(comp) << ", factor "
-                                      << factor);
+        BOOST_TEST_INFO("iterations " << iterations << ", " << bits << " bits, compensation "
+                                      << static_cast<int>(comp) << ", factor " << factor);
         BOOST_TEST_REQUIRE(s.rounds == 1);
         const double target =
-            (factor > 0.0 ? factor : kTilesPerSqrtIteration) * std::sqrt(static_cast<double>(iterations));
+            (factor > 0.0 ? factor : default_tiles_per_sqrt_iteration(bits)) * std::sqrt(static_cast<double>(iterations));
         const double tiles = static_cast<double>(s.num_tiles);
         if (target >= static_cast<double>(iterations)) {
           BOOST_TEST(static_cast<std::size_t>(s.tile_groups) == gpi);  // one iteration per tile

@@ -50,7 +50,7 @@ struct CommOptions {
   // A wait on a peer flag longer than this fails the call with kTimeout (rank, tile, stage).
   double timeout_seconds = 10.0;
   // Tiling of a segment's round of n block iterations: about tiles_per_sqrt_iteration * sqrt(n)
-  // tiles (0 picks 16, docs/performance.md item 21); or, when tiles_per_wave > 0, about that many
+  // tiles (0 picks 16 for 4 bits and 24 for 8, docs/performance.md items 21 and 23); or, when tiles_per_wave > 0, about that many
   // tiles per wave of resident blocks.
   double tiles_per_sqrt_iteration = 0.0;
   int tiles_per_wave = 0;

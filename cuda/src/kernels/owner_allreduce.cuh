@@ -149,32 +149,28 @@ struct OwnerStages {
     group_bytes = static_cast<std::size_t>(a.group) * BITS / 8;
   }
 
-  template <int LE>
-  __device__ LaneGroup lane_group_of(const LaneMap<LE>& m, std::size_t base, std::size_t end) const {
+  // LEAN (a lean tile, lean_tile()): every lane is active and whole.
+  template <int LE, bool LEAN = false>
+  __device__ __forceinline__ LaneGroup lane_group_of(const LaneMap<LE>& m, std::size_t base, std::size_t end) const {
     LaneGroup g;
     g.grp = base + m.group_slot;
-    g.active = g.grp < end;
     g.e0 = g.grp * a.group + static_cast<std::size_t>(m.lane_in_group) * LE;
-    g.valid = 0;
-    if (g.active && g.e0 < a.count) {
-      const std::size_t left = a.count - g.e0;
-      g.valid = left < static_cast<std::size_t>(LE) ? static_cast<int>(left) : LE;
+    if constexpr (LEAN) {
+      g.active = true;
+      g.valid = LE;
+    } else {
+      g.active = g.grp < end;
+      g.valid = 0;
+      if (g.active && g.e0 < a.count) {
+        const std::size_t left = a.count - g.e0;
+        g.valid = left < static_cast<std::size_t>(LE) ? static_cast<int>(left) : LE;
+      }
     }
     return g;
   }
-  // LEAN (a lean tile, lean_tile()): every lane is active and whole.
   template <bool LEAN = false>
   __device__ __forceinline__ LaneGroup lane_group(std::size_t base, std::size_t end) const {
-    if constexpr (LEAN) {
-      LaneGroup g;
-      g.grp = base + lm.group_slot;
-      g.active = true;
-      g.e0 = g.grp * a.group + static_cast<std::size_t>(lm.lane_in_group) * E;
-      g.valid = E;
-      return g;
-    } else {
-      return lane_group_of(lm, base, end);
-    }
+    return lane_group_of<E, LEAN>(lm, base, end);
   }
 
   // Lean tiles: whole block iterations of whole groups inside the message, staging buffers (in the
@@ -536,7 +532,6 @@ struct OwnerStages {
   // loaded before the current one is decoded.
   template <int kTailE>
   __device__ bool tail_lanes(int owner, int tile) {
-    using TCodes = PackedCodes<BITS, kTailE>;
     const LaneMap<kTailE> tm(a.group);
     const TileRange tr = tile_range(a, owner, tile);
     if (tr.first == tr.end) return true;
@@ -555,11 +550,27 @@ struct OwnerStages {
       prefetch_slot(slot, lg_base, tr.first, tr.end, tm.groups_per_block);
       prefetch_slot(slot, lg_base, tr.first + tm.groups_per_block, tr.end, tm.groups_per_block);
     }
+    // Lean tiles (whole block iterations of whole groups, aligned output, forward) run the loop
+    // with those conditions known, as push and reduce do.
+    if (out_aligned && !a.backward && (tr.end - tr.first) % tm.groups_per_block == 0 &&
+        tr.end * a.group <= a.count) {
+      tail_loop<kTailE, true>(tm, tr, slot, lg_base);
+    } else {
+      tail_loop<kTailE, false>(tm, tr, slot, lg_base);
+    }
+    __syncthreads();  // the next job's wait reuses shared state
+    return true;
+  }
+
+  template <int kTailE, bool LEAN>
+  __device__ __forceinline__ void tail_loop(const LaneMap<kTailE>& tm, const TileRange& tr, const unsigned char* slot,
+                                            std::size_t lg_base) const {
+    using TCodes = PackedCodes<BITS, kTailE>;
     TCodes next_codes;
     unsigned next_word = 0u;
     // The lane's codes and parameter word of the block iteration at `it`, into next_*.
     auto load_iteration = [&](std::size_t it) {
-      const LaneGroup n = lane_group_of(tm, it, tr.end);
+      const LaneGroup n = lane_group_of<kTailE, LEAN>(tm, it, tr.end);
       if (n.active) {
         next_word = load_param_word(slot + a.codes_bytes, n.grp - lg_base, symmetric);
         next_codes.load(slot + (n.grp - lg_base) * group_bytes + tm.lane_in_group * TCodes::kBytes);
@@ -568,7 +579,7 @@ struct OwnerStages {
     load_iteration(tr.first);
     for (std::size_t base = tr.first; base < tr.end; base += tm.groups_per_block) {
       if (threadIdx.x == 0) prefetch_slot(slot, lg_base, base + 2 * tm.groups_per_block, tr.end, tm.groups_per_block);
-      const LaneGroup g = lane_group_of(tm, base, tr.end);
+      const LaneGroup g = lane_group_of<kTailE, LEAN>(tm, base, tr.end);
       const TCodes c = next_codes;
       const unsigned word = next_word;
       if (base + tm.groups_per_block < tr.end) load_iteration(base + tm.groups_per_block);
@@ -579,21 +590,19 @@ struct OwnerStages {
         // Poisoned group: every element is NaN, stored as the canonical one.
 #pragma unroll
         for (int k = 0; k < kTailE; ++k) y[k] = poisoned_value();
-        store_elems<D, kTailE>(a.out, g.e0, g.valid, out_aligned, y);
+        store_elems<D, kTailE>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
       } else {
         float q[kTailE];
         c.code_values(q);
 #pragma unroll
         for (int k = 0; k < kTailE; ++k) {
           float v = decode_finite_value(dp.s, dp.z, q[k]);
-          if (a.backward) v = __fmul_rn(v, sc.unscale);  // finite times a power of two: no NaN
+          if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);  // finite times a power of two: no NaN
           y[k] = v;
         }
-        store_elems<D, kTailE, true>(a.out, g.e0, g.valid, out_aligned, y);
+        store_elems<D, kTailE, true>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
       }
     }
-    __syncthreads();  // the next job's wait reuses shared state
-    return true;
   }
 };
 

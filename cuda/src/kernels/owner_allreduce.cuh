@@ -13,7 +13,9 @@
 // same order on every rank, and blocks take them from a per-rank queue in that order (one atomic
 // per job). A job waits only for jobs of earlier steps on other ranks, which some resident block
 // there has already taken, so the kernel cannot deadlock whatever the residency, and tiles of
-// different stages overlap (quantization hides behind transfers).
+// different stages overlap (quantization hides behind transfers). Each stage's loop exists twice:
+// for lean tiles (whole block iterations of whole groups, aligned buffers, forward; lean_tile())
+// with every per-lane condition known at compile time, and for the rest; both compute the same bits.
 #pragma once
 
 #include "kernel_args.h"

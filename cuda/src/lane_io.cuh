@@ -146,10 +146,7 @@ __device__ __forceinline__ void store_bf16(std::uint16_t* p, int valid, const fl
     unsigned h[E / 2];
     if (!any_nan<E>(v)) {
 #pragma unroll
-      for (int k = 0; k < E / 2; ++k) {
-        const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-        h[k] = *reinterpret_cast<const unsigned*>(&b);
-      }
+      for (int k = 0; k < E / 2; ++k) h[k] = Elem<DType::kBFloat16>::store_pair_not_nan(v[2 * k], v[2 * k + 1]);
     } else {
 #pragma unroll
       for (int k = 0; k < E / 2; ++k) {

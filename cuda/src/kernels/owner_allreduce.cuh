@@ -183,12 +183,9 @@ struct OwnerStages {
   // that do not stage (32-element lanes, groups above 512) keep the general loop only.
   static constexpr bool kLeanVariant = kStaged || !COMP;
   __device__ __forceinline__ bool lean_tile(const TileRange& tr, bool reduce) const {
-    return (!kStaged || Staged::holds(a.comp)) && in_aligned && (out_aligned || !reduce) &&
-           a.compensated == nullptr && whole_forward_tile(tr, lm.groups_per_block);
-  }
-  // A forward tile of whole block iterations (of `groups_per_block` groups) inside the message.
-  __device__ __forceinline__ bool whole_forward_tile(const TileRange& tr, int groups_per_block) const {
-    return !a.backward && (tr.end - tr.first) % groups_per_block == 0 && tr.end * a.group <= a.count;
+    return (!kStaged || Staged::holds(a.comp)) && in_aligned && (out_aligned || !reduce) && !a.backward &&
+           a.compensated == nullptr && (tr.end - tr.first) % lm.groups_per_block == 0 &&
+           tr.end * a.group <= a.count;
   }
 
   // The input words of the block iteration at `base` of a tile ending at `end`: with prefetching,
@@ -282,21 +279,6 @@ struct OwnerStages {
     if (!LEAN && a.compensated != nullptr) store_f32_canonical<E>(a.compensated + g.e0, g.valid, x);
   }
 
-  // The start of push's and reduce's block iteration at `base` of a tile ending at `end`: the
-  // lane's group, the staging of the next iteration, the input, x' with its state (m1, m2) and the
-  // values the quantizer sees (xs).
-  template <bool LEAN>
-  __device__ __forceinline__ LaneGroup enter_iteration(std::size_t base, std::size_t end, int buf, Input& next,
-                                                       float (&x)[E], float (&m1)[E], float (&m2)[E],
-                                                       float (&xs)[E]) {
-    const LaneGroup g = lane_group<LEAN>(base, end);
-    stage_next<LEAN>(base, end, buf);
-    const Input cur = take_input<LEAN>(base, end, g, next);
-    entry<LEAN>(g, cur, buf, x, m1, m2);
-    scaled<LEAN>(x, xs);
-    return g;
-  }
-
   __device__ bool local_residual() const { return COMP && a.comp.residual == ResidualMode::kLocal; }
 
   // Codes of a lane's values under a group map: encode, zero codes past the message end and in
@@ -344,8 +326,13 @@ struct OwnerStages {
     int buf = 0;
     stage<LEAN>(tr.first, tr.end, buf);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
-      float x[E], m1[E], m2[E], xs[E];
-      const LaneGroup g = enter_iteration<LEAN>(base, tr.end, buf, next, x, m1, m2, xs);
+      const LaneGroup g = lane_group<LEAN>(base, tr.end);
+      stage_next<LEAN>(base, tr.end, buf);
+      const Input cur = take_input<LEAN>(base, tr.end, g, next);
+      float x[E], m1[E], m2[E];
+      entry<LEAN>(g, cur, buf, x, m1, m2);
+      float xs[E];
+      scaled<LEAN>(x, xs);
       const GroupStats st = group_stats<E>(xs, g.valid, lm.lanes_per_group);
       if (!g.active) continue;
       const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
@@ -459,9 +446,14 @@ struct OwnerStages {
     int buf = 0;
     stage<LEAN>(tr.first, tr.end, buf);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
-      float x[E], m1[E], m2[E], xs[E];
-      const LaneGroup g = enter_iteration<LEAN>(base, tr.end, buf, next, x, m1, m2, xs);
+      const LaneGroup g = lane_group<LEAN>(base, tr.end);
+      stage_next<LEAN>(base, tr.end, buf);
+      const Input cur = take_input<LEAN>(base, tr.end, g, next);
       const std::size_t lg = g.grp - seg_first - a.round_group_begin;
+      float x[E], m1[E], m2[E];
+      entry<LEAN>(g, cur, buf, x, m1, m2);
+      float xs[E];
+      scaled<LEAN>(x, xs);
       // fp32 sum in rank order; the owner's own copy is never quantized. A NaN sum poisons its
       // group, and reaches memory only through the local residual's state, stored canonical.
       float acc[E];
@@ -562,7 +554,8 @@ struct OwnerStages {
     }
     // Lean tiles (whole block iterations of whole groups, aligned output, forward) run the loop
     // with those conditions known, as push and reduce do.
-    if (out_aligned && whole_forward_tile(tr, tm.groups_per_block)) {
+    if (out_aligned && !a.backward && (tr.end - tr.first) % tm.groups_per_block == 0 &&
+        tr.end * a.group <= a.count) {
       tail_loop<kTailE, true>(tm, tr, slot, lg_base);
     } else {
       tail_loop<kTailE, false>(tm, tr, slot, lg_base);

@@ -371,17 +371,6 @@ struct OwnerStages {
     c.load(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
   }
 
-  // Reduce: L2 prefetch of the received copies' codes and parameters of the block iteration at
-  // `it` (experiment switch ECHO_CUDA_REDUCE_PREFETCH).
-  __device__ __forceinline__ void prefetch_copies(std::size_t lg_base, std::size_t it, std::size_t end) const {
-#if defined(ECHO_CUDA_REDUCE_PREFETCH) && ECHO_CUDA_REDUCE_PREFETCH
-    const unsigned char* own = reinterpret_cast<const unsigned char*>(a.peer_base[a.rank]) + a.layout.recv_offset;
-    for (int r = 0; r < a.ranks; ++r) {
-      if (r != a.rank) prefetch_slot(own + static_cast<std::size_t>(r) * a.layout.slot_bytes, lg_base, it, end, lm.groups_per_block);
-    }
-#endif
-  }
-
   // The owner's fp32 sum of one lane in rank order: the received copies dequantized, its own
   // values unquantized. Peers are taken kPeerBatch at a time, the batch's loads issued before any
   // arithmetic. -0 + v = v for every v (a NaN comes back quieted, which every later use of the sum
@@ -456,13 +445,7 @@ struct OwnerStages {
     Input next = first_input<LEAN>(tr);
     int buf = 0;
     stage<LEAN>(tr.first, tr.end, buf);
-    const std::size_t lg_base = seg_first + a.round_group_begin;
-    if (threadIdx.x == 0) {
-      prefetch_copies(lg_base, tr.first, tr.end);
-      prefetch_copies(lg_base, tr.first + lm.groups_per_block, tr.end);
-    }
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
-      if (threadIdx.x == 0) prefetch_copies(lg_base, base + 2 * lm.groups_per_block, tr.end);
       const LaneGroup g = lane_group<LEAN>(base, tr.end);
       stage_next<LEAN>(base, tr.end, buf);
       const Input cur = take_input<LEAN>(base, tr.end, g, next);

@@ -39,12 +39,7 @@ struct StagedLayout {
   static constexpr int kStateWords = E * STATE_BYTES / 16;  // one average (bf16 fills E / 8)
   static constexpr int kBf16Words = STATE_BYTES == 0 ? 0 : E * 2 / 16;
   static constexpr int kWords = kInWords + 2 * kStateWords;
-#ifdef ECHO_CUDA_STAGE_BUFFERS
-  static constexpr int kBufs = ECHO_CUDA_STAGE_BUFFERS;
-#else
-  static constexpr int kBufs = 2;
-#endif
-  static constexpr std::size_t kBytes = std::size_t{kBufs} * kWords * kBlockThreads * 16;
+  static constexpr std::size_t kBytes = std::size_t{2} * kWords * kBlockThreads * 16;
 };
 
 template <DType D, int E, int STATE_BYTES>

@@ -250,39 +250,13 @@ struct OwnerStages {
   // iteration's copies go out into the other buffer, then this one's are waited for.
   template <bool LEAN = false>
   __device__ __forceinline__ void stage_next(std::size_t base, std::size_t end, int buf) const {
-    if constexpr (kStaged && kBufs == 2) {
+    if constexpr (kStaged) {
       if (base + lm.groups_per_block < end) {
         stage<LEAN>(base + lm.groups_per_block, end, buf ^ 1);
         cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
       }
-    } else if constexpr (kStaged) {
-      stage_ahead<LEAN>(base + (kBufs - 1) * lm.groups_per_block, end, buf_after(buf, kBufs - 1));
-      cp_async_wait<kBufs - 1>();
-    }
-  }
-  // More than two buffers: the copies of the iteration at `base` if it is inside the tile, an
-  // empty copy group otherwise (every iteration closes one group).
-  template <bool LEAN = false>
-  __device__ __forceinline__ void stage_ahead(std::size_t base, std::size_t end, int buf) const {
-    if (base < end) {
-      stage<LEAN>(base, end, buf);
-    } else {
-      cp_async_commit();
-    }
-  }
-  static constexpr int kBufs = StagedLayout<D, E, kStagedStateBytes>::kBufs;
-  static __device__ __forceinline__ int buf_after(int buf, int n) {
-    return kBufs == 2 ? (n % 2 ? buf ^ 1 : buf) : (buf + n) % kBufs;
-  }
-  // The first copies of a tile: its first kBufs - 1 iterations into buffers 0 ...
-  template <bool LEAN = false>
-  __device__ __forceinline__ void stage_first(const TileRange& tr) const {
-    stage<LEAN>(tr.first, tr.end, 0);
-    if constexpr (kStaged) {
-#pragma unroll
-      for (int i = 1; i < kBufs - 1; ++i) stage_ahead<LEAN>(tr.first + i * lm.groups_per_block, tr.end, i);
     }
   }
 
@@ -350,8 +324,8 @@ struct OwnerStages {
     const QuantParams qp{BITS, a.kind};
     Input next = first_input<LEAN>(tr);
     int buf = 0;
-    stage_first<LEAN>(tr);
-    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf = buf_after(buf, 1)) {
+    stage<LEAN>(tr.first, tr.end, buf);
+    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
       const LaneGroup g = lane_group<LEAN>(base, tr.end);
       stage_next<LEAN>(base, tr.end, buf);
       const Input cur = take_input<LEAN>(base, tr.end, g, next);
@@ -470,8 +444,8 @@ struct OwnerStages {
     unsigned long long poisoned = 0;
     Input next = first_input<LEAN>(tr);
     int buf = 0;
-    stage_first<LEAN>(tr);
-    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf = buf_after(buf, 1)) {
+    stage<LEAN>(tr.first, tr.end, buf);
+    for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
       const LaneGroup g = lane_group<LEAN>(base, tr.end);
       stage_next<LEAN>(base, tr.end, buf);
       const Input cur = take_input<LEAN>(base, tr.end, g, next);

@@ -9,17 +9,6 @@
 
 namespace echo::cuda::device {
 
-// Whole-lane stores of streams nothing in the call reads again (output, compensator state);
-// experiment switch ECHO_CUDA_STREAM_STORES: evict-first (st.global.cs).
-template <typename V>
-__device__ __forceinline__ void store_stream(V* p, const V& v) {
-#if defined(ECHO_CUDA_STREAM_STORES) && ECHO_CUDA_STREAM_STORES
-  __stcs(p, v);
-#else
-  *p = v;
-#endif
-}
-
 template <DType D, int E>
 __device__ __forceinline__ void load_elems(const void* base, std::size_t e0, int valid, bool aligned,
                                            float (&v)[E]) {
@@ -67,7 +56,7 @@ __device__ __forceinline__ void store_elems(void* base, std::size_t e0, int vali
           t[k] = NOT_NAN ? Elem<D>::store_not_nan(v[w * kPer + k]) : Elem<D>::store(v[w * kPer + k]);
         }
       }
-      store_stream(q + w, u);
+      q[w] = u;
     }
     return;
   }
@@ -97,7 +86,7 @@ __device__ __forceinline__ void store_f32(float* p, int valid, const float (&v)[
   if (valid == E) {
 #pragma unroll
     for (int w = 0; w < E / 4; ++w) {
-      store_stream(reinterpret_cast<float4*>(p) + w, make_float4(v[4 * w], v[4 * w + 1], v[4 * w + 2], v[4 * w + 3]));
+      reinterpret_cast<float4*>(p)[w] = make_float4(v[4 * w], v[4 * w + 1], v[4 * w + 2], v[4 * w + 3]);
     }
     return;
   }
@@ -166,11 +155,11 @@ __device__ __forceinline__ void store_bf16(std::uint16_t* p, int valid, const fl
       }
     }
     if constexpr (E == 4) {
-      store_stream(reinterpret_cast<uint2*>(p), make_uint2(h[0], h[1]));
+      *reinterpret_cast<uint2*>(p) = make_uint2(h[0], h[1]);
     } else {
 #pragma unroll
       for (int w = 0; w < E / 8; ++w) {
-        store_stream(reinterpret_cast<uint4*>(p) + w, make_uint4(h[4 * w], h[4 * w + 1], h[4 * w + 2], h[4 * w + 3]));
+        reinterpret_cast<uint4*>(p)[w] = make_uint4(h[4 * w], h[4 * w + 1], h[4 * w + 2], h[4 * w + 3]);
       }
     }
     return;

@@ -40,10 +40,6 @@ struct StagedLayout {
   static constexpr int kBf16Words = STATE_BYTES == 0 ? 0 : E * 2 / 16;
   static constexpr int kWords = kInWords + 2 * kStateWords;
   static constexpr std::size_t kBytes = std::size_t{2} * kWords * kBlockThreads * 16;
-  // Buffers of a call with bf16 state where STATE_BYTES is 4: one bf16 word per average.
-  static constexpr int kWordsBf16 = kInWords + 2 * kBf16Words;
-  static constexpr std::size_t kBytesBf16 = std::size_t{2} * kWordsBf16 * kBlockThreads * 16;
-  static __host__ __device__ constexpr bool packs_bf16(bool bf16_state) { return STATE_BYTES == 4 && bf16_state; }
 };
 
 template <DType D, int E, int STATE_BYTES>
@@ -52,16 +48,9 @@ struct StagedLane {
   using L = StagedLayout<D, E, STATE_BYTES>;
   using T = typename L::T;
   uint4* base;  // the block's dynamic shared memory
-  int words;    // 16-byte words per thread and buffer
-  int m2_word;  // the first word of m2
-
-  __device__ StagedLane(uint4* smem, const CompensatorArgs& c)
-      : base(smem),
-        words(L::packs_bf16(c.bf16_state) ? L::kWordsBf16 : L::kWords),
-        m2_word(L::kInWords + (L::packs_bf16(c.bf16_state) ? L::kBf16Words : L::kStateWords)) {}
 
   __device__ __forceinline__ uint4* word(int buf, int w) const {
-    return base + (buf * words + w) * kBlockThreads + threadIdx.x;
+    return base + (buf * L::kWords + w) * kBlockThreads + threadIdx.x;
   }
 
   // Whether a call's state fits these buffers.
@@ -95,7 +84,7 @@ struct StagedLane {
     if (c.mode == CompensatorMode::kDual) {
 #pragma unroll
       for (int i = 0; i < kW; ++i) {
-        cp_async_16(word(buf, m2_word + i), reinterpret_cast<const uint4*>(m2) + i);
+        cp_async_16(word(buf, L::kInWords + L::kStateWords + i), reinterpret_cast<const uint4*>(m2) + i);
       }
     }
   }
@@ -117,13 +106,13 @@ struct StagedLane {
 #pragma unroll
       for (int i = 0; i < L::kBf16Words; ++i) {
         unpack_bf16_word(*word(buf, L::kInWords + i), &m1[8 * i]);
-        if (dual) unpack_bf16_word(*word(buf, m2_word + i), &m2[8 * i]);
+        if (dual) unpack_bf16_word(*word(buf, L::kInWords + L::kStateWords + i), &m2[8 * i]);
       }
     } else {
 #pragma unroll
       for (int i = 0; i < L::kStateWords; ++i) {
         unpack_f32_word(*word(buf, L::kInWords + i), &m1[4 * i]);
-        if (dual) unpack_f32_word(*word(buf, m2_word + i), &m2[4 * i]);
+        if (dual) unpack_f32_word(*word(buf, L::kInWords + L::kStateWords + i), &m2[4 * i]);
       }
     }
   }

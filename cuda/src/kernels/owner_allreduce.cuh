@@ -143,7 +143,7 @@ struct OwnerStages {
   Staged staged;
 
   __device__ OwnerStages(const CallArgs& args, unsigned long long ep, Scaling scaling, uint4* smem)
-      : a(args), epoch(ep), sc(scaling), lm(args.group), staged(smem, args.comp) {
+      : a(args), epoch(ep), sc(scaling), lm(args.group), staged{smem} {
     fresh = COMP && *a.comp.fresh != 0;
     symmetric = a.kind == QuantizerKind::kSymmetric;
     in_aligned = (reinterpret_cast<std::uintptr_t>(a.in) & 15u) == 0;
@@ -706,10 +706,7 @@ cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStr
   using S = OwnerStages<D, BITS, E, COMP>;
   const bool stages = S::kStaged && (S::kStagedStateBytes != 2 || a.comp.bf16_state);
   owner_allreduce_kernel<D, BITS, E, COMP>
-      <<<grid, kBlockThreads, !stages ? 0
-                              : S::Staged::L::packs_bf16(a.comp.bf16_state) ? S::Staged::L::kBytesBf16
-                                                                             : staged_bytes<D, BITS, E, COMP>(),
-         stream>>>(a, last_round);
+      <<<grid, kBlockThreads, stages ? staged_bytes<D, BITS, E, COMP>() : 0, stream>>>(a, last_round);
   return cudaGetLastError();
 }
 

@@ -127,11 +127,7 @@ struct OwnerStages {
   // uncompensated 4-bit 32-element lanes with their input (the 8-bit ones ran slower with it:
   // docs/performance.md). The rest load where they use.
   static constexpr bool kPrefetch = !COMP && E == 16;
-#ifdef ECHO_CUDA_COMP_PEER_BATCH
-  static constexpr int kPeerBatch = kPrefetch ? 4 : (COMP && E == 8 ? ECHO_CUDA_COMP_PEER_BATCH : 1);
-#else
   static constexpr int kPeerBatch = kPrefetch ? 4 : 1;
-#endif
   static constexpr bool kStaged = (COMP && E <= 16) || (!COMP && E == 32 && BITS == 4);
   static constexpr int kStagedStateBytes = COMP ? (E == 8 ? 4 : 2) : 0;
   using Staged = StagedLane<D, E, kStagedStateBytes>;

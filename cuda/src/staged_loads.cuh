@@ -59,8 +59,8 @@ struct StagedLane {
   }
 
   // Issues the copies of a whole lane at element e0 (input 16-byte aligned, state that holds())
-  // into `buf`; the caller closes the copy group (cp_async_commit) whether or not `copy` held, so
-  // every iteration counts one.
+  // into `buf`, then closes the copy group; `copy` false closes an empty group, so every iteration
+  // counts one.
   __device__ __forceinline__ void issue(bool copy, const void* in, const CompensatorArgs& c, std::size_t e0,
                                         int buf) const {
     if (copy) {
@@ -75,6 +75,7 @@ struct StagedLane {
         copy_state<L::kStateWords>(c.m1 + e0, c.m2 + e0, c, buf);
       }
     }
+    cp_async_commit();
   }
   template <int kW, typename S>
   __device__ __forceinline__ void copy_state(const S* m1, const S* m2, const CompensatorArgs& c, int buf) const {
@@ -129,66 +130,6 @@ struct StagedLane {
       v[2 * k] = bf16_bits_to_float(static_cast<std::uint16_t>(h[k] & 0xFFFFu));
       v[2 * k + 1] = bf16_bits_to_float(static_cast<std::uint16_t>(h[k] >> 16));
     }
-  }
-};
-
-// The reduce's received copies (codes and parameter words of up to kPeers peers) of a warp's groups
-// for the next block iteration, copied into shared memory while the current one computes, so that
-// the fp32 sum never waits on them (one load latency per peer and iteration otherwise). A warp's
-// codes of one copy are 32 lanes x E * BITS / 8 contiguous bytes of the peer's slot; its parameter
-// words lie in the 16-byte chunks that cover them (the chunks may reach into groups of a later tile,
-// whose bytes are never read). Copies go through L2 only (cp.async.cg): L1 could hold lines of
-// those later groups from before their owner published them. The lanes of a warp read each other's
-// copies, so the warp synchronizes after its wait and before it reuses a buffer.
-template <int BITS, int E>
-struct StagedCodes {
-  static constexpr int kPeers = 3;                       // P <= 4
-  static constexpr int kLaneBytes = E * BITS / 8;        // one lane's codes of one copy
-  static constexpr int kCodeBytes = 32 * kLaneBytes;     // one warp's
-  static constexpr int kCodeChunks = kCodeBytes / 16;
-  static constexpr int kParamChunks = 5;                 // up to 64 bytes of words, not 16-aligned
-  static constexpr int kWarpBytes = kCodeBytes + 16 * kParamChunks;
-  static constexpr std::size_t kBytes = std::size_t{2} * kPeers * kWarpsPerBlock * kWarpBytes;
-  static_assert(kCodeBytes % 16 == 0 && kCodeChunks + kParamChunks <= 32, "one copy per lane");
-  unsigned char* base;  // kBytes of the block's dynamic shared memory
-
-  __device__ __forceinline__ unsigned char* at(int buf, int j) const {
-    return base + ((buf * kPeers + j) * kWarpsPerBlock + (threadIdx.x >> 5)) * kWarpBytes;
-  }
-
-  // Issues (without closing the group) the copies of peer copy j of the warp's groups [lg0, lg0 +
-  // groups) of `slot` (codes, then parameter words of `pw` bytes at `slot + codes_bytes`).
-  __device__ __forceinline__ void issue(const unsigned char* slot, std::size_t codes_bytes, std::size_t lg0,
-                                        int groups, std::size_t group_bytes, int pw, int buf, int j) const {
-    const int lane = threadIdx.x & 31;
-    unsigned char* dst = at(buf, j);
-    if (lane < kCodeChunks) {
-      cp_async_16(dst + lane * 16, slot + lg0 * group_bytes + lane * 16);
-    } else if (lane < kCodeChunks + kParamChunks) {
-      const std::size_t p0 = lg0 * pw & ~std::size_t{15};
-      const std::size_t off = p0 + static_cast<std::size_t>(lane - kCodeChunks) * 16;
-      if (off < (lg0 + groups) * pw) cp_async_16(dst + kCodeBytes + (off - p0), slot + codes_bytes + off);
-    }
-  }
-
-  // The lane's codes (words w) and parameter word of peer copy j; the lane's group is the warp's
-  // group `slot_in_warp` counted from lg0.
-  template <typename Codes>
-  __device__ __forceinline__ void read(int buf, int j, std::size_t lg0, int slot_in_warp, int pw, Codes& c,
-                                       unsigned& word) const {
-    const unsigned char* src = at(buf, j);
-    const int lane = threadIdx.x & 31;
-    static_assert(Codes::kBytes == kLaneBytes, "lane codes");
-    if constexpr (kLaneBytes == 8) {
-      const uint2 u = *reinterpret_cast<const uint2*>(src + lane * 8);
-      c.w[0] = u.x;
-      c.w[1] = u.y;
-    } else {
-      c.w[0] = *reinterpret_cast<const unsigned*>(src + lane * 4);
-    }
-    const int off = static_cast<int>(lg0 * pw & 15u) + slot_in_warp * pw;
-    word = pw == 4 ? *reinterpret_cast<const unsigned*>(src + kCodeBytes + off)
-                   : *reinterpret_cast<const unsigned short*>(src + kCodeBytes + off);
   }
 };
 

@@ -131,9 +131,6 @@ struct OwnerStages {
   static constexpr bool kStaged = (COMP && E <= 16) || (!COMP && E == 32 && BITS == 4);
   static constexpr int kStagedStateBytes = COMP ? (E == 8 ? 4 : 2) : 0;
   using Staged = StagedLane<D, E, kStagedStateBytes>;
-  // The compensated 8-element variants also stage the reduce's received copies (lean tiles, P <= 4).
-  static constexpr bool kStagedCodes = COMP && E == 8;
-  using Copies = StagedCodes<BITS, kStagedCodes ? E : 8>;  // unused unless kStagedCodes
   const CallArgs& a;
   unsigned long long epoch;
   Scaling sc;
@@ -144,14 +141,10 @@ struct OwnerStages {
   std::size_t group_bytes;  // packed codes of one group
   LaneMap<E> lm;
   Staged staged;
-  Copies copies;
-  bool codes_staged;  // the reduce's lean tiles take the received copies from `copies`
 
   __device__ OwnerStages(const CallArgs& args, unsigned long long ep, Scaling scaling, uint4* smem)
-      : a(args), epoch(ep), sc(scaling), lm(args.group), staged{smem},
-        copies{reinterpret_cast<unsigned char*>(smem) + (kStaged ? Staged::L::kBytes : 0)} {
+      : a(args), epoch(ep), sc(scaling), lm(args.group), staged{smem} {
     fresh = COMP && *a.comp.fresh != 0;
-    codes_staged = kStagedCodes && Staged::holds(a.comp) && a.ranks - 1 <= Copies::kPeers;
     symmetric = a.kind == QuantizerKind::kSymmetric;
     in_aligned = (reinterpret_cast<std::uintptr_t>(a.in) & 15u) == 0;
     out_aligned = (reinterpret_cast<std::uintptr_t>(a.out) & 15u) == 0;
@@ -245,51 +238,26 @@ struct OwnerStages {
   __device__ __forceinline__ bool staged_lane(const LaneGroup& g) const {
     return kStaged && (LEAN || (Staged::holds(a.comp) && g.active && g.valid == E && in_aligned));
   }
-  // Staged variants: the copies of the block iteration at `base` into buffer `buf`; with CODES
-  // (the reduce's lean tiles) also the received copies of the warp's groups when codes_staged.
-  template <bool LEAN = false, bool CODES = false>
+  // Staged variants: the copies of the block iteration at `base` into buffer `buf`.
+  template <bool LEAN = false>
   __device__ __forceinline__ void stage(std::size_t base, std::size_t end, int buf) const {
     if constexpr (kStaged) {
       const LaneGroup n = lane_group<LEAN>(base, end);
       staged.issue(staged_lane<LEAN>(n), a.in, a.comp, n.e0, buf);
-      if constexpr (CODES && kStagedCodes) {
-        if (codes_staged) {
-          const std::size_t lg0 = warp_first_group(base);
-          const char* own = a.peer_base[a.rank];
-          for (int r = 0; r < a.ranks; ++r) {
-            if (r == a.rank) continue;
-            const unsigned char* slot = reinterpret_cast<const unsigned char*>(own) + a.layout.recv_offset +
-                                        static_cast<std::size_t>(r) * a.layout.slot_bytes;
-            copies.issue(slot, a.codes_bytes, lg0, 32 / lm.lanes_per_group, group_bytes, symmetric ? 2 : 4, buf,
-                         r < a.rank ? r : r - 1);
-          }
-        }
-      }
-      cp_async_commit();
     }
   }
   // Staged variants, at the top of the iteration at `base` that reads buffer `buf`: the next
-  // iteration's copies go out into the other buffer, then this one's are waited for. The lanes of
-  // a warp read each other's received copies: they have all read the other buffer before any
-  // copies into it go out, and see each other's copies after the wait.
-  template <bool LEAN = false, bool CODES = false>
+  // iteration's copies go out into the other buffer, then this one's are waited for.
+  template <bool LEAN = false>
   __device__ __forceinline__ void stage_next(std::size_t base, std::size_t end, int buf) const {
     if constexpr (kStaged) {
-      const bool warp_sync = CODES && kStagedCodes && codes_staged;
       if (base + lm.groups_per_block < end) {
-        if (warp_sync) __syncwarp();
-        stage<LEAN, CODES>(base + lm.groups_per_block, end, buf ^ 1);
+        stage<LEAN>(base + lm.groups_per_block, end, buf ^ 1);
         cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
       }
-      if (warp_sync) __syncwarp();
     }
-  }
-  // The own segment's slot index of the warp's first group in the block iteration at `base`.
-  __device__ __forceinline__ std::size_t warp_first_group(std::size_t base) const {
-    return base + static_cast<std::size_t>(threadIdx.x >> 5) * (32 / lm.lanes_per_group) -
-           static_cast<std::size_t>(a.rank) * a.groups_per_segment - a.round_group_begin;
   }
 
   // x' of a lane (gradient units) with the state it was formed from; also the global-mode stash
@@ -407,10 +375,8 @@ struct OwnerStages {
   // values unquantized. Peers are taken kPeerBatch at a time, the batch's loads issued before any
   // arithmetic. -0 + v = v for every v (a NaN comes back quieted, which every later use of the sum
   // does anyway), so starting from -0 and adding rank 0 equals starting from rank 0's copy.
-  // STAGED: the copies come from `copies`, buffer `buf`, for the warp's first group lg0.
-  template <bool STAGED = false>
   __device__ __forceinline__ void sum_copies(const LaneGroup& g, std::size_t lg, const float (&xs)[E],
-                                             float (&acc)[E], int buf = 0, std::size_t lg0 = 0) const {
+                                             float (&acc)[E]) const {
 #pragma unroll
     for (int k = 0; k < E; ++k) acc[k] = -0.0f;
     for (int r0 = 0; r0 < a.ranks; r0 += kPeerBatch) {
@@ -419,13 +385,7 @@ struct OwnerStages {
 #pragma unroll
       for (int j = 0; j < kPeerBatch; ++j) {
         const int r = r0 + j;
-        if (!(g.active && r < a.ranks && r != a.rank)) continue;
-        if constexpr (STAGED) {
-          copies.read(buf, r < a.rank ? r : r - 1, lg0, (threadIdx.x & 31) / lm.lanes_per_group, symmetric ? 2 : 4,
-                      cw[j], pw[j]);
-        } else {
-          load_copy(r, lg, cw[j], pw[j]);
-        }
+        if (g.active && r < a.ranks && r != a.rank) load_copy(r, lg, cw[j], pw[j]);
       }
 #pragma unroll
       for (int j = 0; j < kPeerBatch; ++j) {
@@ -482,13 +442,12 @@ struct OwnerStages {
     const std::size_t seg_first = static_cast<std::size_t>(a.rank) * a.groups_per_segment;
     const QuantParams qp{BITS, a.kind};
     unsigned long long poisoned = 0;
-    constexpr bool kCodes = LEAN && kStagedCodes;
     Input next = first_input<LEAN>(tr);
     int buf = 0;
-    stage<LEAN, kCodes>(tr.first, tr.end, buf);
+    stage<LEAN>(tr.first, tr.end, buf);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
       const LaneGroup g = lane_group<LEAN>(base, tr.end);
-      stage_next<LEAN, kCodes>(base, tr.end, buf);
+      stage_next<LEAN>(base, tr.end, buf);
       const Input cur = take_input<LEAN>(base, tr.end, g, next);
       const std::size_t lg = g.grp - seg_first - a.round_group_begin;
       float x[E], m1[E], m2[E];
@@ -498,11 +457,7 @@ struct OwnerStages {
       // fp32 sum in rank order; the owner's own copy is never quantized. A NaN sum poisons its
       // group, and reaches memory only through the local residual's state, stored canonical.
       float acc[E];
-      if (kCodes && codes_staged) {
-        sum_copies<kCodes>(g, lg, xs, acc, buf, warp_first_group(base));
-      } else {
-        sum_copies(g, lg, xs, acc);
-      }
+      sum_copies(g, lg, xs, acc);
       const GroupStats st = group_stats<E>(acc, g.valid, lm.lanes_per_group);
       if (!g.active) continue;
       // Gather: quantize the sum once and send the same codes to every peer.
@@ -736,8 +691,7 @@ __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owne
 template <DType D, int BITS, int E, bool COMP>
 constexpr std::size_t staged_bytes() {
   using S = OwnerStages<D, BITS, E, COMP>;
-  constexpr std::size_t bytes = (S::kStaged ? StagedLayout<D, E, S::kStagedStateBytes>::kBytes : 0) +
-                                (S::kStagedCodes ? S::Copies::kBytes : 0);
+  constexpr std::size_t bytes = S::kStaged ? StagedLayout<D, E, S::kStagedStateBytes>::kBytes : 0;
   // The staging buffers of the resident blocks fit a Hopper multiprocessor's 227 KiB of shared
   // memory per block set (with 1 KiB per block reserved and the kernel's static words to spare).
   static_assert(bytes == 0 || (bytes + 2048) * owner_min_blocks(E, COMP) <= 227u * 1024u,

@@ -6,7 +6,10 @@
 // side-stream update overlaps the matmul. The matmul stands for the next layer's projection of the
 // message's tokens: (count / 8192 tokens, at most 8192) x 8192 x 8192 unless --matmul-m fixes its
 // rows, so its run-to-run jitter stays small next to the all-reduce at every size.
-// --background-duty adds a peer-to-peer copy loop between the GPUs (paper Table 3).
+// --background-duty adds a peer-to-peer copy loop between the GPUs (paper Table 3). --graph K times
+// the rows from CUDA graphs of K calls per rank instead of one launch per call, as serving engines
+// replay their decode steps: the per-call time then leaves out the host's launch cost, which
+// dominates below a few hundred KiB.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -107,6 +110,7 @@ struct Options {
   std::size_t slot_mib = 0;
   long long exact_max = -1;  // the Echo rows' exact-path limit; -1: the library default
   bool skip_verify = false;
+  int graph = 0;  // calls per CUDA graph (0: one launch per call)
 };
 
 // Background peer-to-peer load: every GPU copies to the next one for `duty` of the time.
@@ -178,32 +182,64 @@ struct Context {
 };
 
 // Runs op(rank) iters times on every rank, one host thread per GPU; returns per-iteration times
-// (slowest rank) in ms.
-std::vector<double> time_loop(Context& c, int warmup, int iters, const std::function<void(int)>& op) {
+// (slowest rank) in ms. With `graph` > 0 each rank captures `graph` calls of op (then close(rank),
+// which must leave no work forked off its stream) into a CUDA graph after the warm-up, and an
+// iteration is one replay of it, its time divided by `graph`.
+std::vector<double> time_loop(Context& c, int warmup, int iters, const std::function<void(int)>& op,
+                              int graph = 0, const std::function<void(int)>& close = nullptr) {
   std::vector<std::vector<double>> per(c.P, std::vector<double>(iters));
   std::vector<std::thread> th;
+  std::vector<std::string> errors(c.P);
   for (int r = 0; r < c.P; ++r) {
     th.emplace_back([&, r] {
       cudaSetDevice(c.devs[r]);
       for (int k = 0; k < warmup; ++k) op(r);
+      if (close) close(r);
       cudaStreamSynchronize(c.streams[r]);
+      cudaGraphExec_t exec = nullptr;
+      if (graph > 0) {
+        cudaGraph_t g = nullptr;
+        cudaError_t e = cudaStreamBeginCapture(c.streams[r], cudaStreamCaptureModeThreadLocal);
+        if (e == cudaSuccess) {
+          for (int k = 0; k < graph; ++k) op(r);
+          if (close) close(r);
+          e = cudaStreamEndCapture(c.streams[r], &g);
+        }
+        if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, g, 0);
+        if (g != nullptr) cudaGraphDestroy(g);
+        if (e == cudaSuccess) e = cudaGraphLaunch(exec, c.streams[r]);  // uploads the graph
+        if (e == cudaSuccess) e = cudaStreamSynchronize(c.streams[r]);
+        if (e != cudaSuccess) {
+          errors[r] = std::string("rank ") + std::to_string(r) + ": CUDA graph of " + std::to_string(graph) +
+                      " calls: " + cudaGetErrorString(e);
+          return;  // the other ranks' replays time out in the library's peer waits and fail too
+        }
+      }
       std::vector<cudaEvent_t> ev(iters + 1);
       for (auto& e : ev) cudaEventCreate(&e);
       cudaEventRecord(ev[0], c.streams[r]);
       for (int k = 0; k < iters; ++k) {
-        op(r);
+        if (exec != nullptr) {
+          cudaGraphLaunch(exec, c.streams[r]);
+        } else {
+          op(r);
+        }
         cudaEventRecord(ev[k + 1], c.streams[r]);
       }
       cudaStreamSynchronize(c.streams[r]);
       for (int k = 0; k < iters; ++k) {
         float ms = 0;
         cudaEventElapsedTime(&ms, ev[k], ev[k + 1]);
-        per[r][k] = ms;
+        per[r][k] = graph > 0 ? ms / graph : ms;
       }
       for (auto& e : ev) cudaEventDestroy(e);
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
     });
   }
   for (auto& t : th) t.join();
+  for (const std::string& e : errors) {
+    if (!e.empty()) fail(kCmd, kExitFailure, e);
+  }
   std::vector<double> worst(iters, 0.0);
   for (int r = 0; r < c.P; ++r) {
     for (int k = 0; k < iters; ++k) worst[k] = std::max(worst[k], per[r][k]);
@@ -280,7 +316,7 @@ struct Measured {
 Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
   Measured m;
   const int mm_rows = matmul_rows(c.opt, count);
-  std::function<void(int)> op;
+  std::function<void(int)> op, close;
   AllReduceSpec spec;
   spec.dtype = DType::kBFloat16;
   spec.quant.bits = row.bits;
@@ -309,8 +345,10 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
                                   c.streams[r]));
       if (row.with_matmul) run_matmul(c, r, mm_rows);
     };
+    // A graph's capture ends with the side-stream update of its last call joined back.
+    close = [&](int r) { check(kCmd, cuda::join(comms[r], c.streams[r])); };
   }
-  const auto t = time_loop(c, c.opt.warmup, c.opt.iters, op);
+  const auto t = time_loop(c, c.opt.warmup, c.opt.iters, op, c.opt.graph, close);
   m.ms = median(t);
   if (row.with_matmul) {
     // The matmul alone, measured right after the row with the same iterations: its time drifts
@@ -423,7 +461,14 @@ void run_bench(Options opt) {
   for (int r = 0; r < c.P; ++r) c.devs.push_back(r);
   std::vector<RowSpec> rows;
   for (const auto& r : all_rows()) {
-    if (opt.rows.empty() || std::find(opt.rows.begin(), opt.rows.end(), r.name) != opt.rows.end()) rows.push_back(r);
+    const bool asked = std::find(opt.rows.begin(), opt.rows.end(), r.name) != opt.rows.end();
+    if (!opt.rows.empty() && !asked) continue;
+    // The matmul-subtracted rows time the matmul too, which is not captured into the graphs.
+    if (opt.graph > 0 && r.with_matmul) {
+      if (asked) fail(kCmd, kExitBadInput, "row " + r.name + " runs a matmul and cannot be timed with --graph");
+      continue;
+    }
+    rows.push_back(r);
   }
   if (rows.empty()) fail(kCmd, kExitBadInput, "no known row selected (--rows)");
   const std::size_t max_count = opt.max_bytes / 2;
@@ -442,6 +487,9 @@ void run_bench(Options opt) {
        << " warm-up, background peer-to-peer duty " << fmt(opt.duty * 100, 0) << "%, Echo receive slots "
        << ((opt.slot_mib != 0 ? opt.slot_mib << 20 : cuda::default_slot_bytes(c.P)) >> 20) << " MiB"
        << (opt.exact_max >= 0 ? ", exact path up to " + std::to_string(opt.exact_max) + " elements" : std::string())
+       << (opt.graph > 0 ? ", per-call times from CUDA graphs of " + std::to_string(opt.graph) +
+                               " calls (rows with a matmul left out)"
+                         : std::string())
        << "\n";
 
   c.streams.resize(c.P);
@@ -579,6 +627,11 @@ void register_bench(CLI::App& app) {
   sub->add_option("--slot-mib", opt->slot_mib, "receive slot per source in MiB (0: the library's default for P ranks)")
       ->capture_default_str();
   sub->add_flag("--skip-verify", opt->skip_verify, "skip the #wrong and error columns (faster)");
+  sub->add_option("--graph", opt->graph,
+                  "time every row from CUDA graphs of this many calls per rank, replayed --iters times, "
+                  "instead of one launch per call (0: plain launches; the rows with a matmul are left out)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   sub->callback([opt] { run_bench(*opt); });
 }
 

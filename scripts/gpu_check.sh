@@ -11,6 +11,8 @@
 #   sanitize   compute-sanitizer memcheck and racecheck on a reduced device-API test
 #   bench      echotk bench, 64 KiB .. 1 GiB bf16, all rows, appended to docs/bench-<date>.md
 #   bench-bg   the same under background peer-to-peer traffic (duty from BENCH_DUTY, default 0.5)
+#   bench-graph  64 KiB .. 16 MiB with every call replayed from CUDA graphs of 20 calls (no host
+#              launch cost, as serving engines run their decode steps; the matmul rows left out)
 #   probe      one-GPU stage timings of the owner kernel (and ncu sections on it unless PROBE_NCU=0)
 #   tune       a few pipeline depths at 1 GiB (echo4 rows only)
 #   tune-mid   pipeline depths 2 .. 32 at 4-64 MiB (TUNE_ROWS, default nccl-bf16 echo4 echo8)
@@ -166,6 +168,7 @@ run_bench() {
 
 stage_bench() { run_bench plain; }
 stage_bench-bg() { run_bench bg --background-duty "${BENCH_DUTY:-0.5}" -b 1048576; }
+stage_bench-graph() { run_bench graph --graph 20 -e 16777216; }
 # sweep NAME PASSES SETTINGS BENCH_ARGS...: `echotk bench --skip-verify BENCH_ARGS` once per pass and
 # ';'-separated entry of SETTINGS (that entry's echotk bench options), each table headed
 # "## pass P: OPTIONS" in $out/NAME.log; two passes show drift between the settings.

@@ -55,6 +55,7 @@ struct Workspace {
   std::vector<Buffer> x_prime;   // x' per rank, gradient units
   std::vector<Buffer> scaled;    // x' * 2^k per rank (used when k != 0)
   std::vector<Buffer> residual;  // local-mode residual per rank
+  std::vector<Buffer> rounded;   // exact path, forward bf16: x' rounded to bf16 per rank
   std::vector<Buffer> y;         // each rank's reduced result
   Buffer acc;                    // owner sums (send units)
   Buffer u;                      // global-mode residual of one rank
@@ -182,6 +183,14 @@ Status AllReduceSpec::validate(int ranks) const {
   return Status::Ok();
 }
 
+// The exact path sums x' rounded to the dtype in forward bf16 calls (docs/numerics.md 4): the
+// values cross the links in 16 bits, as the input does without the compensator (where the
+// rounding is the identity). bf16 has fp32's exponent range, so the rounding cannot overflow below
+// the last bf16 step under FLT_MAX; fp16 could, and fp16, fp32 and backward calls sum x' itself.
+bool exact_path_rounds_x_prime(const AllReduceSpec& spec) {
+  return spec.dtype == DType::kBFloat16 && spec.direction == Direction::kForward;
+}
+
 int backward_scale_exponent(float max_abs_value) {
   if (!(max_abs_value > 0.0f) || !std::isfinite(max_abs_value)) return 0;
   int e = 0;
@@ -257,10 +266,28 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
   std::vector<Buffer>& y = ws.y;
   ws.acc.resize(count);
   Buffer& acc = ws.acc;
-  if (count <= spec.exact_max_count) {
+  const bool exact = count <= spec.exact_max_count;
+  const bool exact_rounded = exact && exact_path_rounds_x_prime(spec);
+  if (exact) {
     local_report.exact_path = true;
     std::vector<const float*> send(ranks);
     for (int r = 0; r < ranks; ++r) send[r] = ws.send(r);
+    if (exact_rounded) {
+      // Every rank's x' in bf16; in the local mode each rank's residual starts as its own rounding
+      // error, on every element.
+      size_buffers(ws.rounded, ranks, count);
+      for (int r = 0; r < ranks; ++r) {
+        float* sr = ws.rounded[r].data();
+        std::copy_n(send[r], count, sr);
+        round_to_dtype(sr, count, spec.dtype);
+        send[r] = sr;
+        if (local) {
+          float* ur = ws.residual[r].data();
+          const float* xp = ws.x_prime[r].data();
+          for (std::size_t e = 0; e < count; ++e) ur[e] = xp[e] - sr[e];
+        }
+      }
+    }
     sum_in_rank_order(send.data(), ranks, count, acc.data());
     for (int r = 0; r < ranks; ++r) std::copy(acc.begin(), acc.end(), y[r].begin());
     local_report.poisoned_groups = count_nonfinite_groups(send.data(), ranks, count, spec.quant);
@@ -298,11 +325,16 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
       const float* xp = ws.x_prime[r].data();
       const float* yr = y[r].data();
       if (local) {
-        // Owner's own segment: the gather error; pushed segments were filled during reduce.
+        // Owner's own segment: the gather error; pushed segments were filled during reduce. On the
+        // exact path with rounded x' the owner's own rounding error comes first.
         float* ur = ws.residual[r].data();
         const std::size_t begin = seg.begin(r);
         const std::size_t end = seg.end(r);
-        for (std::size_t e = begin; e < end; ++e) ur[e] = acc[e] * unscale - yr[e];
+        if (exact_rounded) {
+          for (std::size_t e = begin; e < end; ++e) ur[e] = ur[e] + (acc[e] * unscale - yr[e]);
+        } else {
+          for (std::size_t e = begin; e < end; ++e) ur[e] = acc[e] * unscale - yr[e];
+        }
         compensator_update(comp, states[r], ur, count);
       } else {
         for (std::size_t e = 0; e < count; ++e) u[e] = xp[e] - yr[e] / p;

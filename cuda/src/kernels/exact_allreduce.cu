@@ -6,9 +6,10 @@
 // each a 32-bit payload and a 32-bit flag derived from the launch epoch. A line is written with one
 // 16-byte store whose 8-byte halves each become visible whole, so a reader that sees the current
 // flag in both halves also sees both payloads: no fence, no separate flag, no barrier between the
-// two ranks. The payload is x' as fp32 (two elements per line) or, when x' is the input itself
-// (forward, no compensator, 16-bit dtype), the raw 16-bit input (four elements per line); a rank's
-// own values never leave its registers.
+// two ranks. The payload is 16-bit (four elements per line) wherever the sum takes 16-bit values:
+// the raw input when x' is the input itself (forward, no compensator, 16-bit dtype), and x'
+// rounded to bf16 in forward bf16 calls with the compensator (docs/numerics.md 4); elsewhere x' as
+// fp32 (two elements per line). A rank's own values never leave its registers.
 //
 // The NCCL transport shares no memory between ranks: it runs the kernel twice per round, the send
 // part (stages kStagePush) into the rank's own slot of its own staging, then, after the host's
@@ -147,9 +148,12 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
   if (a.backward) ok = block_read_scaling(a, epoch - a.round, &sc);
   const bool comp = a.comp.mode != CompensatorMode::kOff;
   const bool fresh = comp && *a.comp.fresh != 0;
-  // x' is the input itself: ship the raw 16-bit values (four per line).
+  // The sum takes 16-bit values: ship them four per line. Without the compensator they are the
+  // raw input; with it (bf16 only) x' rounded to bf16 (echo::exact_path_rounds_x_prime).
   constexpr bool k16 = sizeof(typename Elem<D>::T) == 2;
-  const bool raw = k16 && !comp && !a.backward;
+  constexpr bool kRoundsXPrime = D == DType::kBFloat16;
+  const bool raw = k16 && !a.backward && (!comp || kRoundsXPrime);
+  const bool rounded = raw && comp;  // x' rounded to bf16 before the sum
   const bool in_aligned = aligned4<D>(a.in);
   const bool out_aligned = aligned4<D>(a.out);
   const int chunks = static_cast<int>((a.exact_count + kExactChunk - 1) / kExactChunk);
@@ -167,6 +171,13 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
     load_state<kVec>(a.comp, e0, valid, m1, m2);
     apply_compensation<kVec>(a.comp, fresh, m1, m2, x);
   };
+  // The 16-bit values of x' the rounded payload carries (zeros past `valid`).
+  auto rounded_bits = [&](const float (&x)[kVec], int valid) {
+    unsigned h[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) h[k] = k < valid ? Elem<D>::store(x[k]) : 0u;
+    return make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
+  };
 
   // Send: this rank's lane to every peer, starting with the next rank so the links load evenly
   // (NCCL transport: into the own slot of the own staging, which the host then sends).
@@ -177,9 +188,9 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
     const std::size_t e0 = a.exact_begin + local;
     const int valid = valid_of(local);
     if (valid == 0) continue;
-    unsigned w[kVec];
     if constexpr (k16) {
-      if (raw) {
+      if (raw && !rounded) {
+        // The raw input, as it is.
         const uint2 u = load4_raw<D>(a.in, e0, valid, in_aligned);
         if (a.compensated != nullptr) {
           float x[kVec];
@@ -195,6 +206,16 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
     float x[kVec], m1[kVec], m2[kVec];
     own_values(e0, valid, x, m1, m2);
     if (a.compensated != nullptr) store_f32_canonical<kVec>(a.compensated + e0, valid, x);
+    if constexpr (kRoundsXPrime) {
+      if (rounded) {
+        const uint2 u = rounded_bits(x, valid);
+        for (int r = first_holder; r < end_holder; ++r) {
+          store_line(staging(a, (a.rank + r) % a.ranks, parity, a.rank) + local / 4, u.x, u.y, flag);
+        }
+        continue;
+      }
+    }
+    unsigned w[kVec];
 #pragma unroll
     for (int k = 0; k < kVec; ++k) w[k] = __float_as_uint(a.backward ? __fmul_rn(x[k], sc.scale) : x[k]);
     for (int r = first_holder; r < end_holder; ++r) {
@@ -219,13 +240,19 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
     if (valid > 0) {
       float x[kVec], m1[kVec], m2[kVec];
       own_values(e0, valid, x, m1, m2);
+      // This rank's term of the sum: x' (times 2^k backward), or x' rounded to bf16.
+      float own[kVec];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        own[k] = rounded ? round_to<D>(x[k]) : a.backward ? __fmul_rn(x[k], sc.scale) : x[k];
+      }
       float acc[kVec];
       int bad = 0;
       for (int r = 0; r < a.ranks && mine; ++r) {
         float v[kVec];
         if (r == a.rank) {
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) v[k] = a.backward ? __fmul_rn(x[k], sc.scale) : x[k];
+          for (int k = 0; k < kVec; ++k) v[k] = own[k];
         } else if (raw) {
           uint4 l;
           mine = take_line(a, staging(a, a.rank, parity, r) + local / 4, flag, epoch, r, c, &l);
@@ -263,9 +290,17 @@ __global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs
             if (a.comp.residual == ResidualMode::kGlobal) {
               u[k] = __fsub_rn(x[k], __fdiv_rn(y[k], p));
             } else {
+              // Local: the owner's gather error on its own segment, after this rank's rounding
+              // error of x' wherever x' was rounded.
               const std::size_t e = e0 + k;
-              const bool own = e >= own_begin && e < own_end;
-              u[k] = own ? __fsub_rn(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]) : 0.0f;
+              const bool owned = e >= own_begin && e < own_end;
+              const float g = owned ? __fsub_rn(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]) : 0.0f;
+              if (rounded) {
+                const float d = __fsub_rn(x[k], own[k]);
+                u[k] = owned ? __fadd_rn(d, g) : d;
+              } else {
+                u[k] = g;
+              }
             }
           }
           update_state<kVec>(a.comp, u, m1, m2);

@@ -42,7 +42,8 @@ struct AllReduceSpec {
   Algorithm algorithm = Algorithm::kOwner;
   Direction direction = Direction::kForward;
   // Messages of at most this many elements take the exact path: every rank sums all P inputs in
-  // fp32 in rank order and rounds once to dtype (the small-message policy of the CUDA path).
+  // fp32 in rank order and rounds once to dtype (the small-message policy of the CUDA path); in
+  // forward bf16 calls the inputs are x' rounded to bf16 (exact_path_rounds_x_prime).
   std::size_t exact_max_count = 0;
   CompensatorSpec compensator;
 
@@ -69,6 +70,11 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
 // The exact sum reduced in fp32 in rank order and rounded to dtype (the "16-bit" all-reduce).
 void exact_allreduce(DType dtype, int ranks, std::size_t count, const float* const* inputs,
                      float* out);
+
+// Whether the exact path sums x' rounded to the dtype (forward bf16 calls) rather than x' itself
+// (docs/numerics.md 4). Without the compensator x' is a dtype value, so the rounding changes
+// nothing; with it, each rank's rounding error enters its local residual.
+bool exact_path_rounds_x_prime(const AllReduceSpec& spec);
 
 // Backward-mode shared exponent: the k with max_abs * 2^k in [2^14, 2^15), 0 when max_abs is 0
 // or not finite.

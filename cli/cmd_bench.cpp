@@ -325,7 +325,7 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
   spec.compensator.state_dtype = row.state_dtype;
   const long long exact_max = row.exact_max >= 0 ? row.exact_max : c.opt.exact_max;
   spec.exact_max_count =
-      exact_max < 0 ? cuda::default_exact_max_count(c.P, spec.compensator) : static_cast<std::size_t>(exact_max);
+      exact_max < 0 ? cuda::default_exact_max_count(c.P, spec) : static_cast<std::size_t>(exact_max);
   if (row.nccl_baseline) {
     op = [&](int r) {
       nccl_ok(ncclAllReduce(c.in[r], c.out[r], count, ncclBfloat16, ncclSum, c.nccl[r], c.streams[r]),

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   spec.quant.group = 128;
   spec.quant.kind = QuantizerKind::kZeroAware;
   spec.compensator = compensator;
-  spec.exact_max_count = default_exact_max_count(P, spec.compensator);
+  spec.exact_max_count = default_exact_max_count(P, spec);
   std::vector<void*> in(P), out(P);
   std::vector<unsigned long long*> records(P);
   std::vector<CompensatorBuffers*> states(P, nullptr);

@@ -78,7 +78,9 @@ int main(int argc, char** argv) {
   // exact path stores into the peers' IPC-mapped staging), for the local residual's default.
   echo::CompensatorSpec local;
   local.residual = echo::ResidualMode::kLocal;
-  const std::size_t below = echo::cuda::default_exact_max_count(ranks, local) - 13;
+  echo::AllReduceSpec deployed;  // bf16, forward
+  deployed.compensator = local;
+  const std::size_t below = echo::cuda::default_exact_max_count(ranks, deployed) - 13;
   int failures = 0;
   for (echo::cuda::Transport t : {echo::cuda::Transport::kPeerToPeer, echo::cuda::Transport::kNccl}) {
     for (const std::size_t n : {std::size_t{3000017}, below}) {
@@ -89,7 +91,7 @@ int main(int argc, char** argv) {
       if (!s.ok()) return fail(rank, s.message());
       echo::AllReduceSpec spec;
       spec.compensator = local;
-      spec.exact_max_count = echo::cuda::default_exact_max_count(ranks, spec.compensator);
+      spec.exact_max_count = echo::cuda::default_exact_max_count(ranks, spec);
       echo::cuda::CompensatorBuffers* state = nullptr;
       s = echo::cuda::create_compensator(comm, n, &state);
       if (!s.ok()) return fail(rank, s.message());

@@ -217,4 +217,32 @@ BOOST_AUTO_TEST_CASE(exact_switch_over_defaults_per_compensator) {
   }
 }
 
+// A call's default: compensated forward bf16 calls ship 16-bit terms on the exact path
+// (docs/numerics.md 4) and take the uncompensated switch-over; fp16, fp32 and backward ones keep
+// the compensator's earlier one.
+BOOST_AUTO_TEST_CASE(exact_switch_over_default_of_a_call) {
+  for (ResidualMode residual : {ResidualMode::kLocal, ResidualMode::kGlobal}) {
+    for (int ranks = 2; ranks <= kMaxRanks; ++ranks) {
+      BOOST_TEST_INFO("P = " << ranks << ", residual " << residual_mode_name(residual));
+      AllReduceSpec spec;
+      spec.dtype = DType::kBFloat16;
+      spec.compensator.mode = CompensatorMode::kDual;
+      spec.compensator.residual = residual;
+      BOOST_TEST(default_exact_max_count(ranks, spec) == default_exact_max_count(ranks));
+      const std::size_t fp32_terms = default_exact_max_count(ranks, spec.compensator);
+      BOOST_TEST(fp32_terms < default_exact_max_count(ranks));
+      spec.direction = Direction::kBackward;
+      BOOST_TEST(default_exact_max_count(ranks, spec) == fp32_terms);
+      spec.direction = Direction::kForward;
+      for (DType d : {DType::kFloat16, DType::kFloat32}) {
+        spec.dtype = d;
+        BOOST_TEST(default_exact_max_count(ranks, spec) == fp32_terms);
+      }
+      spec.dtype = DType::kBFloat16;
+      spec.compensator.mode = CompensatorMode::kOff;
+      BOOST_TEST(default_exact_max_count(ranks, spec) == default_exact_max_count(ranks));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -67,10 +67,12 @@ struct CommOptions {
 // so both agree at every size). kDefaultExactMaxCount is the value measured at P = 2 on 2 x H200
 // (the exact path is faster than NCCL and than the quantized path up to 1 Mi elements of bf16).
 inline constexpr std::size_t kDefaultExactMaxCount = std::size_t{1} << 20;
-// With the compensator the exact path ships x' as fp32 (twice the bytes of the raw 16-bit input)
-// and reads the state twice, so the quantized path takes over earlier (measured at P = 2 on
-// 2 x H200, docs/performance.md item 20): in the global residual mode, whose quantized path adds
-// the update kernel, above 512 Ki elements; in the local residual mode above 128 Ki.
+// Where the compensated exact path ships x' as fp32 (fp16, fp32 and backward calls: twice the bytes
+// of a 16-bit term) and reads the state twice, the quantized path takes over earlier (measured at
+// P = 2 on 2 x H200 when every compensated call shipped fp32, docs/performance.md item 20): in the
+// global residual mode, whose quantized path adds the update kernel, above 512 Ki elements; in the
+// local residual mode above 128 Ki. Forward bf16 calls ship x' rounded to bf16 (docs/numerics.md
+// 4) and keep kDefaultExactMaxCount (default_exact_max_count(ranks, spec)).
 inline constexpr std::size_t kDefaultExactMaxCountGlobalResidual = std::size_t{1} << 19;
 inline constexpr std::size_t kDefaultExactMaxCountLocalResidual = std::size_t{1} << 17;
 
@@ -87,12 +89,22 @@ inline constexpr std::size_t default_exact_max_count(int ranks) {
   return scale_exact_max_count(kDefaultExactMaxCount, ranks);
 }
 
-// The default for P ranks and a call's compensator (off: the same as above).
+// The default for P ranks and a call's compensator when its exact path ships fp32 x' (off: the
+// same as above).
 inline constexpr std::size_t default_exact_max_count(int ranks, const CompensatorSpec& compensator) {
   if (compensator.mode == CompensatorMode::kOff) return default_exact_max_count(ranks);
   return scale_exact_max_count(compensator.residual == ResidualMode::kLocal ? kDefaultExactMaxCountLocalResidual
                                                                             : kDefaultExactMaxCountGlobalResidual,
                                ranks);
+}
+
+// The default for a call: compensated forward bf16 calls, whose exact path sums x' rounded to bf16
+// and so ships 16-bit terms as the uncompensated ones do, take the uncompensated switch-over
+// (faster than the quantized path at every size up to it, measured at P = 2 on 2 x H200,
+// docs/performance.md item 25); the others as above.
+inline std::size_t default_exact_max_count(int ranks, const AllReduceSpec& spec) {
+  if (exact_path_rounds_x_prime(spec)) return default_exact_max_count(ranks);
+  return default_exact_max_count(ranks, spec.compensator);
 }
 
 // Hardware work queues from the host to each GPU: the driver reads CUDA_DEVICE_MAX_CONNECTIONS

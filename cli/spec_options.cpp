@@ -53,7 +53,8 @@ void add_spec_options(CLI::App* command, SpecOptions* o) {
       ->capture_default_str();
   add_state_dtype_option(command, &o->state_dtype);
   command->add_option("--exact-max-count", o->exact_max_count,
-                      "messages of at most this many elements take the exact fp32 sum path")
+                      "messages of at most this many elements take the exact path: one fp32 sum of "
+                      "every rank's x' (rounded to bf16 first in forward bf16 calls), rounded once")
       ->capture_default_str();
 }
 

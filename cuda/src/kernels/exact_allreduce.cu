@@ -131,9 +131,12 @@ __device__ __forceinline__ uint2 load4_raw(const void* base, std::size_t e0, int
 }
 
 // Thread t owns elements 4t .. 4t + 3 of each chunk it visits, so a warp's line stores cover 512
-// (raw payloads) or 1024 (fp32 payloads) contiguous bytes.
+// (raw payloads) or 1024 (fp32 payloads) contiguous bytes. Four resident blocks per multiprocessor
+// (at most 64 registers, no spills) let a 1 MiB message's 512 chunks run in one wave on 132
+// multiprocessors, where three left 116 blocks a second chunk (2 x H200, CUDA graphs: `echo4` 1 MiB
+// 11.2-11.3 -> 10.4 us, compensated 13.4-14.6 -> 12.1-12.5 us; docs/performance.md item 26).
 template <DType D>
-__global__ void __launch_bounds__(kBlockThreads) exact_allreduce_kernel(CallArgs a, bool last_round) {
+__global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallArgs a, bool last_round) {
   __shared__ int group_bad[kExactChunk / kMinGroup];
   const unsigned long long epoch = a.control->seq + 1;
   const bool send = (a.stages & kStagePush) != 0;

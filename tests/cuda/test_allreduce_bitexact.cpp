@@ -192,9 +192,16 @@ BOOST_AUTO_TEST_CASE(five_to_eight_ranks_sharing_gpus) {
     check_case({QuantizerKind::kSymmetric, 8, CompensatorMode::kSingle, ResidualMode::kGlobal, DType::kFloat16, p,
                 Direction::kBackward},
                {12345, 100003}, 2, 3);
-    Case exact{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, ResidualMode::kLocal, DType::kBFloat16, p};
-    exact.exact_max_count = cuda::default_exact_max_count(p, CompensatorSpec{exact.mode, exact.residual});
-    check_case(exact, {1000, exact.exact_max_count, exact.exact_max_count + 1}, 1, 2);
+    // The deployed switch-over of a compensated call: bf16 terms (forward bf16) and fp32 ones (fp16).
+    for (DType d : {DType::kBFloat16, DType::kFloat16}) {
+      Case exact{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, ResidualMode::kLocal, d, p};
+      AllReduceSpec deployed;
+      deployed.dtype = d;
+      deployed.compensator.mode = exact.mode;
+      deployed.compensator.residual = exact.residual;
+      exact.exact_max_count = cuda::default_exact_max_count(p, deployed);
+      check_case(exact, {1000, exact.exact_max_count, exact.exact_max_count + 1}, 1, 2);
+    }
   }
 }
 

@@ -362,6 +362,64 @@ BOOST_AUTO_TEST_CASE(exact_path_sums_in_rank_order) {
   BOOST_TEST(!report.exact_path);
 }
 
+// With the compensator, the exact path sums x' rounded to the dtype in forward bf16 calls and x'
+// itself in fp16 and backward ones (docs/numerics.md 4). The second call of each pair applies the
+// first one's residuals, so its x' are no dtype values and the two policies differ.
+BOOST_AUTO_TEST_CASE(compensated_exact_path_sums_the_documented_terms) {
+  const int p = 3;
+  const std::size_t n = 1000;
+  struct Shape {
+    DType dtype;
+    Direction direction;
+    bool rounds;
+  };
+  for (const Shape& shape : {Shape{DType::kBFloat16, Direction::kForward, true},
+                             Shape{DType::kFloat16, Direction::kForward, false},
+                             Shape{DType::kBFloat16, Direction::kBackward, false}}) {
+    AllReduceSpec spec;
+    spec.dtype = shape.dtype;
+    spec.direction = shape.direction;
+    spec.exact_max_count = n;
+    spec.compensator.mode = CompensatorMode::kDual;
+    spec.compensator.residual = ResidualMode::kLocal;
+    BOOST_TEST(exact_path_rounds_x_prime(spec) == shape.rounds);
+    std::vector<CompensatorState> states(p);
+    Ranks data(p, n, 77u, 2.0f, 0.05f);
+    AllReduceReport report;
+    for (int call = 0; call < 2; ++call) {
+      BOOST_TEST_REQUIRE(allreduce(spec, p, n, data.in_ptr.data(), data.out_ptr.data(), states.data(),
+                                   data.xp_ptr.data(), &report)
+                             .ok());
+    }
+    BOOST_TEST_REQUIRE(report.exact_path);
+    // The terms: x' (scaled by 2^k backward), rounded to the dtype where the policy says so.
+    std::vector<std::vector<float>> terms(data.xp);
+    std::size_t inexact = 0;
+    for (auto& t : terms) {
+      for (float& v : t) {
+        if (shape.rounds) {
+          const float r = round_to_dtype(v, spec.dtype);
+          inexact += r != v;
+          v = r;
+        } else if (report.scale_exponent != 0) {
+          v = std::ldexp(v, report.scale_exponent);
+        }
+      }
+    }
+    if (shape.rounds) BOOST_TEST(inexact > 0u);  // the rounding did something to check
+    std::vector<const float*> ptr(p);
+    for (int r = 0; r < p; ++r) ptr[r] = terms[r].data();
+    std::vector<float> expected(n);
+    exact_allreduce(DType::kFloat32, p, n, ptr.data(), expected.data());
+    for (float& v : expected) {
+      if (report.scale_exponent != 0) v = std::ldexp(v, -report.scale_exponent);
+      v = round_to_dtype(v, spec.dtype);
+    }
+    BOOST_TEST(first_bit_difference(expected.data(), data.out[1].data(), n) == -1,
+               dtype_name(spec.dtype) << " " << direction_name(spec.direction));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_arguments_are_reported_not_fatal) {
   Ranks data(2, 10, 1u);
   AllReduceSpec spec;

@@ -367,7 +367,7 @@ Status check_error_record(const Communicator* comm) {
 
 Status nccl_allreduce(Communicator* comm, const CallArgs& base, const Schedule& sched,
                       cudaStream_t stream);
-Status nccl_exact_exchange(Communicator* comm, std::size_t exact_count, cudaStream_t stream);
+Status nccl_exact_exchange(Communicator* comm, std::size_t exact_count, bool terms_16bit, cudaStream_t stream);
 
 Status allreduce(Communicator* comm, const void* in, void* out, std::size_t count,
                  const AllReduceSpec& spec, CompensatorBuffers* state, cudaStream_t stream,
@@ -457,7 +457,8 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
       a.round = 2 * r;
       a.stages = kStagePush;
       ECHO_CUDA_CHECK(exact_allreduce(a, false, grid, stream));
-      ECHO_RETURN_IF_ERROR(nccl_exact_exchange(comm, a.exact_count, stream));
+      ECHO_RETURN_IF_ERROR(
+          nccl_exact_exchange(comm, a.exact_count, exact_terms_16bit(a.dtype, a.backward, compensate), stream));
       a.round = 2 * r + 1;
       a.stages = kStageReduce;
       ECHO_CUDA_CHECK(exact_allreduce(a, r + 1 == rounds, grid, stream));

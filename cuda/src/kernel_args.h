@@ -18,6 +18,14 @@ inline constexpr int kStageReduce = 2;
 inline constexpr int kStageTail = 4;
 inline constexpr int kExactChunk = 1024;  // elements per block job of the exact path (g divides it)
 
+// Whether the exact path's terms are 16-bit values, four per line (docs/numerics.md 4): the input
+// itself (forward, no compensator, 16-bit dtype) or x' rounded to bf16 (forward bf16 with the
+// compensator); otherwise fp32 terms, two per line. The kernel and the NCCL transport's exchange
+// of the lines both follow it.
+constexpr bool exact_terms_16bit(DType dtype, bool backward, bool compensated) {
+  return dtype != DType::kFloat32 && !backward && (!compensated || dtype == DType::kBFloat16);
+}
+
 // Byte offsets inside each rank's workspace allocation.
 struct WorkspaceLayout {
   std::size_t slot_bytes;        // one source's codes + parameters for one round of a segment

@@ -72,11 +72,11 @@ Status nccl_allreduce(Communicator* comm, const CallArgs& base, const Schedule& 
 }
 
 // The exact path's lines of one round (parity 0, the NCCL transport's only one): this rank's slot
-// to every peer, every peer's slot into this rank's staging. At most two lines per four elements
-// (fp32 payloads; raw 16-bit payloads use the first half).
-Status nccl_exact_exchange(Communicator* comm, std::size_t exact_count, cudaStream_t stream) {
+// to every peer, every peer's slot into this rank's staging. One line per four elements with
+// 16-bit terms, two with fp32 ones (exact_terms_16bit); a slot holds the fp32 size.
+Status nccl_exact_exchange(Communicator* comm, std::size_t exact_count, bool terms_16bit, cudaStream_t stream) {
   const std::size_t slot_bytes = comm->layout.exact_capacity / 2 * 16;
-  const std::size_t bytes = (exact_count + 3) / 4 * 2 * 16;
+  const std::size_t bytes = (exact_count + 3) / 4 * (terms_16bit ? 1 : 2) * 16;
   char* staging = comm->workspace + comm->layout.exact_offset;
   const int P = comm->ranks;
   ECHO_NCCL_CHECK(ncclGroupStart());

@@ -23,7 +23,8 @@ inline constexpr int kExactChunk = 1024;  // elements per block job of the exact
 // compensator); otherwise fp32 terms, two per line. The kernel and the NCCL transport's exchange
 // of the lines both follow it.
 constexpr bool exact_terms_16bit(DType dtype, bool backward, bool compensated) {
-  return dtype != DType::kFloat32 && !backward && (!compensated || dtype == DType::kBFloat16);
+  const Direction direction = backward ? Direction::kBackward : Direction::kForward;
+  return compensated ? exact_path_rounds_x_prime(dtype, direction) : dtype != DType::kFloat32 && !backward;
 }
 
 // Byte offsets inside each rank's workspace allocation.

@@ -183,14 +183,6 @@ Status AllReduceSpec::validate(int ranks) const {
   return Status::Ok();
 }
 
-// The exact path sums x' rounded to the dtype in forward bf16 calls (docs/numerics.md 4): the
-// values cross the links in 16 bits, as the input does without the compensator (where the
-// rounding is the identity). bf16 has fp32's exponent range, so the rounding cannot overflow below
-// the last bf16 step under FLT_MAX; fp16 could, and fp16, fp32 and backward calls sum x' itself.
-bool exact_path_rounds_x_prime(const AllReduceSpec& spec) {
-  return spec.dtype == DType::kBFloat16 && spec.direction == Direction::kForward;
-}
-
 int backward_scale_exponent(float max_abs_value) {
   if (!(max_abs_value > 0.0f) || !std::isfinite(max_abs_value)) return 0;
   int e = 0;

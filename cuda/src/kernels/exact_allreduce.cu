@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallA
   // The sum takes 16-bit values: ship them four per line. Without the compensator they are the
   // raw input; with it (bf16 only) x' rounded to bf16 (echo::exact_path_rounds_x_prime).
   constexpr bool k16 = sizeof(typename Elem<D>::T) == 2;
-  constexpr bool kRoundsXPrime = D == DType::kBFloat16;
+  constexpr bool kRoundsXPrime = exact_path_rounds_x_prime(D, Direction::kForward);
   const bool raw = exact_terms_16bit(D, a.backward, comp);
   const bool rounded = raw && comp;  // x' rounded to bf16 before the sum
   const bool in_aligned = aligned4<D>(a.in);

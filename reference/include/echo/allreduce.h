@@ -73,8 +73,16 @@ void exact_allreduce(DType dtype, int ranks, std::size_t count, const float* con
 
 // Whether the exact path sums x' rounded to the dtype (forward bf16 calls) rather than x' itself
 // (docs/numerics.md 4). Without the compensator x' is a dtype value, so the rounding changes
-// nothing; with it, each rank's rounding error enters its local residual.
-bool exact_path_rounds_x_prime(const AllReduceSpec& spec);
+// nothing; with it, each rank's rounding error enters its local residual. bf16 has fp32's exponent
+// range, so the rounding cannot overflow below the last bf16 step under FLT_MAX; fp16 could, and
+// fp16, fp32 and backward calls sum x' itself. The CUDA kernels follow the same rule (constexpr,
+// so device code calls it too).
+constexpr bool exact_path_rounds_x_prime(DType dtype, Direction direction) {
+  return dtype == DType::kBFloat16 && direction == Direction::kForward;
+}
+inline bool exact_path_rounds_x_prime(const AllReduceSpec& spec) {
+  return exact_path_rounds_x_prime(spec.dtype, spec.direction);
+}
 
 // Backward-mode shared exponent: the k with max_abs * 2^k in [2^14, 2^15), 0 when max_abs is 0
 // or not finite.

@@ -131,6 +131,9 @@ struct OwnerStages {
   static constexpr bool kStaged = (COMP && E <= 16) || (!COMP && E == 32 && BITS == 4);
   static constexpr int kStagedStateBytes = COMP ? (E == 8 ? 4 : 2) : 0;
   using Staged = StagedLane<D, E, kStagedStateBytes>;
+  // Compensator configurations of the lean loops (comp_args()).
+  static constexpr int kSpecAny = 0;
+  static constexpr int kSpecDualLocalBf16 = 1;
   const CallArgs& a;
   unsigned long long epoch;
   Scaling sc;
@@ -239,20 +242,20 @@ struct OwnerStages {
     return kStaged && (LEAN || (Staged::holds(a.comp) && g.active && g.valid == E && in_aligned));
   }
   // Staged variants: the copies of the block iteration at `base` into buffer `buf`.
-  template <bool LEAN = false>
+  template <bool LEAN = false, int SPEC = kSpecAny>
   __device__ __forceinline__ void stage(std::size_t base, std::size_t end, int buf) const {
     if constexpr (kStaged) {
       const LaneGroup n = lane_group<LEAN>(base, end);
-      staged.issue(staged_lane<LEAN>(n), a.in, a.comp, n.e0, buf);
+      staged.issue(staged_lane<LEAN>(n), a.in, comp_args<SPEC>(), n.e0, buf);
     }
   }
   // Staged variants, at the top of the iteration at `base` that reads buffer `buf`: the next
   // iteration's copies go out into the other buffer, then this one's are waited for.
-  template <bool LEAN = false>
+  template <bool LEAN = false, int SPEC = kSpecAny>
   __device__ __forceinline__ void stage_next(std::size_t base, std::size_t end, int buf) const {
     if constexpr (kStaged) {
       if (base + lm.groups_per_block < end) {
-        stage<LEAN>(base + lm.groups_per_block, end, buf ^ 1);
+        stage<LEAN, SPEC>(base + lm.groups_per_block, end, buf ^ 1);
         cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
@@ -263,20 +266,42 @@ struct OwnerStages {
   // x' of a lane (gradient units) with the state it was formed from; also the global-mode stash
   // and the optional x' output.
   template <bool LEAN = false>
-  __device__ __forceinline__ void entry(const LaneGroup& g, const Input& in, int buf, float (&x)[E], float (&m1)[E],
-                                        float (&m2)[E]) {
+  __device__ __forceinline__ void entry(const CompensatorArgs& c, const LaneGroup& g, const Input& in, int buf,
+                                        float (&x)[E], float (&m1)[E], float (&m2)[E]) {
     const bool from_stage = staged_lane<LEAN>(g);
     if (from_stage) {
-      staged.read(a.comp, buf, x, m1, m2);
+      staged.read(c, buf, x, m1, m2);
     } else {
       in.to_float(a.in, g, x);
     }
     if constexpr (COMP) {
-      if (a.comp.residual == ResidualMode::kGlobal) store_elems<D, E>(a.comp.stash, g.e0, g.valid, true, x);
-      if (!from_stage) load_state<E>(a.comp, g.e0, g.valid, m1, m2);
-      apply_compensation<E>(a.comp, fresh, m1, m2, x);
+      if (c.residual == ResidualMode::kGlobal) store_elems<D, E>(c.stash, g.e0, g.valid, true, x);
+      if (!from_stage) load_state<E>(c, g.e0, g.valid, m1, m2);
+      apply_compensation<E>(c, fresh, m1, m2, x);
     }
     if (!LEAN && a.compensated != nullptr) store_f32_canonical<E>(a.compensated + g.e0, g.valid, x);
+  }
+
+  // Compensator configurations the lean loops are compiled for: kSpecAny reads the call's
+  // configuration at run time; kSpecDualLocalBf16 (the dual compensator with the local residual
+  // and bf16 state, the configuration whose HBM floor leaves room for the compensated target)
+  // fixes mode, residual and state type at compile time, so that their branches fold away
+  // (docs/performance.md, item 28). The values are the call's either way: only the dispatch in
+  // push() and reduce() decides, from the call's arguments.
+  template <int SPEC>
+  __device__ __forceinline__ CompensatorArgs comp_args() const {
+    CompensatorArgs c = a.comp;
+    if constexpr (SPEC == kSpecDualLocalBf16) {
+      c.mode = CompensatorMode::kDual;
+      c.residual = ResidualMode::kLocal;
+      c.bf16_state = true;
+    }
+    return c;
+  }
+  // The spec a lean tile of this call runs.
+  __device__ __forceinline__ bool dual_local_bf16() const {
+    return COMP && E == 8 && a.comp.mode == CompensatorMode::kDual && a.comp.residual == ResidualMode::kLocal &&
+           a.comp.bf16_state;
   }
 
   __device__ bool local_residual() const { return COMP && a.comp.residual == ResidualMode::kLocal; }
@@ -304,14 +329,21 @@ struct OwnerStages {
     if (tr.first == tr.end) return;
     if constexpr (kLeanVariant) {
       if (lean_tile(tr, false)) {
+        if constexpr (COMP && E == 8) {
+          if (dual_local_bf16()) {
+            push_tile<true, kSpecDualLocalBf16>(dest, tile, tr);
+            return;
+          }
+        }
         push_tile<true>(dest, tile, tr);
         return;
       }
     }
     push_tile<false>(dest, tile, tr);
   }
-  template <bool LEAN>
+  template <bool LEAN, int SPEC = kSpecAny>
   __device__ __forceinline__ void push_tile(int dest, int tile, const TileRange& tr) {
+    const CompensatorArgs c = comp_args<SPEC>();
     const std::size_t seg_first = static_cast<std::size_t>(dest) * a.groups_per_segment;
     // P2P: straight into the owner's receive slot of this rank. NCCL: into the local send slot of
     // the owner (the gather region is idle until the reduce launch).
@@ -324,13 +356,13 @@ struct OwnerStages {
     const QuantParams qp{BITS, a.kind};
     Input next = first_input<LEAN>(tr);
     int buf = 0;
-    stage<LEAN>(tr.first, tr.end, buf);
+    stage<LEAN, SPEC>(tr.first, tr.end, buf);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
       const LaneGroup g = lane_group<LEAN>(base, tr.end);
-      stage_next<LEAN>(base, tr.end, buf);
+      stage_next<LEAN, SPEC>(base, tr.end, buf);
       const Input cur = take_input<LEAN>(base, tr.end, g, next);
       float x[E], m1[E], m2[E];
-      entry<LEAN>(g, cur, buf, x, m1, m2);
+      entry<LEAN>(c, g, cur, buf, x, m1, m2);
       float xs[E];
       scaled<LEAN>(x, xs);
       const GroupStats st = group_stats<E>(xs, g.valid, lm.lanes_per_group);
@@ -342,7 +374,7 @@ struct OwnerStages {
       const std::size_t lg = g.grp - seg_first - a.round_group_begin;  // group index in the slot
       codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
       if (lm.lane_in_group == 0) store_params(params, lg, symmetric, map);
-      if (local_residual()) {
+      if (COMP && c.residual == ResidualMode::kLocal) {
         // Local residual: the rounding error this rank injected, u = x' - v (gradient units).
         const DecodeParams dp = decode_params_of(map, symmetric, BITS);
         float q[E];
@@ -354,8 +386,8 @@ struct OwnerStages {
           if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);
           u[k] = __fsub_rn(x[k], v);
         }
-        update_state<E>(a.comp, u, m1, m2);
-        store_state<E>(a.comp, g.e0, g.valid, m1, m2);
+        update_state<E>(c, u, m1, m2);
+        store_state<E>(c, g.e0, g.valid, m1, m2);
       }
     }
     if (a.nccl) return;  // ordered by the stream and the following ncclSend
@@ -423,12 +455,18 @@ struct OwnerStages {
     const TileRange tr = tile_range(a, a.rank, tile);
     if (tr.first == tr.end) return true;
     if constexpr (kLeanVariant) {
-      if (lean_tile(tr, true)) return reduce_tile<true>(tile, tr);
+      if (lean_tile(tr, true)) {
+        if constexpr (COMP && E == 8) {
+          if (dual_local_bf16()) return reduce_tile<true, kSpecDualLocalBf16>(tile, tr);
+        }
+        return reduce_tile<true>(tile, tr);
+      }
     }
     return reduce_tile<false>(tile, tr);
   }
-  template <bool LEAN>
+  template <bool LEAN, int SPEC = kSpecAny>
   __device__ __forceinline__ bool reduce_tile(int tile, const TileRange& tr) {
+    const CompensatorArgs c = comp_args<SPEC>();
     char* own = a.peer_base[a.rank];
     const unsigned long long w0 = kJobTrace && a.job_trace != nullptr ? globaltimer_ns() : 0;
     for (int r = 0; r < a.ranks && !a.nccl; ++r) {
@@ -444,14 +482,14 @@ struct OwnerStages {
     unsigned long long poisoned = 0;
     Input next = first_input<LEAN>(tr);
     int buf = 0;
-    stage<LEAN>(tr.first, tr.end, buf);
+    stage<LEAN, SPEC>(tr.first, tr.end, buf);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
       const LaneGroup g = lane_group<LEAN>(base, tr.end);
-      stage_next<LEAN>(base, tr.end, buf);
+      stage_next<LEAN, SPEC>(base, tr.end, buf);
       const Input cur = take_input<LEAN>(base, tr.end, g, next);
       const std::size_t lg = g.grp - seg_first - a.round_group_begin;
       float x[E], m1[E], m2[E];
-      entry<LEAN>(g, cur, buf, x, m1, m2);
+      entry<LEAN>(c, g, cur, buf, x, m1, m2);
       float xs[E];
       scaled<LEAN>(x, xs);
       // fp32 sum in rank order; the owner's own copy is never quantized. A NaN sum poisons its
@@ -496,17 +534,17 @@ struct OwnerStages {
         for (int k = 0; k < E; ++k) {
           float v = decode_finite_value(dp.s, dp.z, q[k]);
           if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);
-          y[k] = local_residual() ? Elem<D>::load(Elem<D>::store_not_nan(v)) : v;
+          y[k] = (COMP && c.residual == ResidualMode::kLocal) ? Elem<D>::load(Elem<D>::store_not_nan(v)) : v;
         }
         store_elems<D, E, true>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
       }
-      if (local_residual()) {
+      if (COMP && c.residual == ResidualMode::kLocal) {
         // Local residual of the owner: its gather error, u = acc - y (gradient units).
         float u[E];
 #pragma unroll
         for (int k = 0; k < E; ++k) u[k] = __fsub_rn(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
-        update_state<E>(a.comp, u, m1, m2);
-        store_state<E>(a.comp, g.e0, g.valid, m1, m2);
+        update_state<E>(c, u, m1, m2);
+        store_state<E>(c, g.e0, g.valid, m1, m2);
       }
     }
     if (poisoned != 0) atomicAdd(&a.control->poisoned[(epoch - a.round) & 1], poisoned);

@@ -298,13 +298,11 @@ struct OwnerStages {
     }
     return c;
   }
-  // The spec a lean tile of this call runs.
+  // Whether this call's lean tiles run the kSpecDualLocalBf16 copies.
   __device__ __forceinline__ bool dual_local_bf16() const {
     return COMP && E == 8 && a.comp.mode == CompensatorMode::kDual && a.comp.residual == ResidualMode::kLocal &&
            a.comp.bf16_state;
   }
-
-  __device__ bool local_residual() const { return COMP && a.comp.residual == ResidualMode::kLocal; }
 
   // Codes of a lane's values under a group map: encode, zero codes past the message end and in
   // poisoned groups (the reference writes 0 there), pack. `bits` keeps each code's fp32(t + magic).

@@ -472,13 +472,30 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
     if (comm->options.transport == Transport::kNccl) {
       ECHO_RETURN_IF_ERROR(nccl_allreduce(comm, a, sched, stream));
     } else {
+      // One launch per round, or two where the call shape runs its tail in a kernel of its own
+      // (push + reduce, then the tail, which waits for the gather flags of the launch before).
+      const bool split = owner_allreduce_splits_tail(spec.quant.bits, spec.quant.group,
+                                                     compensation_of(cs.mode, cs.residual));
+      const int launches = split ? 2 : 1;
       for (int r = 0; r < sched.rounds; ++r) {
-        a.round = r;
         a.round_group_begin = static_cast<std::size_t>(r) * sched.round_groups;
         a.round_groups = sched.round_groups;
         a.num_tiles = sched.num_tiles;
-        a.stages = kStagePush | kStageReduce | kStageTail;
-        ECHO_CUDA_CHECK(owner_allreduce(a, r + 1 == sched.rounds, sched.grid, stream));
+        const bool last = r + 1 == sched.rounds;
+        a.round = launches * r;
+        if (!split) {
+          a.stages = kStagePush | kStageReduce | kStageTail;
+          a.gather_launch_back = 0;
+          ECHO_CUDA_CHECK(owner_allreduce(a, last, sched.grid, stream));
+          continue;
+        }
+        a.stages = kStagePush | kStageReduce;
+        a.gather_launch_back = 0;
+        ECHO_CUDA_CHECK(owner_allreduce(a, false, sched.grid, stream));
+        a.round = launches * r + 1;
+        a.stages = kStageTail;
+        a.gather_launch_back = 1;
+        ECHO_CUDA_CHECK(owner_allreduce(a, last, sched.grid, stream));
       }
     }
     if (compensate && cs.residual == ResidualMode::kGlobal) {

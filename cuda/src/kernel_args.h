@@ -83,9 +83,14 @@ struct CallArgs {
   bool backward;
   int round;  // index of this launch inside the call (epoch of the call = epoch - round)
   // Stages this launch runs (kStagePush | kStageReduce | kStageTail). The peer-to-peer transport
-  // runs all three in one launch, ordered by flags; the NCCL transport runs one stage per launch
+  // runs all three in one launch, ordered by flags (two launches, push + reduce then the tail, for
+  // the call shapes of owner_allreduce_splits_tail); the NCCL transport runs one stage per launch
   // on local buffers, with NCCL collectives between launches and no flags.
   int stages;
+  // Launches between the one whose reduce posts the gather flags and the one whose tail waits for
+  // them: 0 when one kernel runs every stage, 1 when the tail runs in a kernel of its own
+  // (owner_split_tail); the tail waits for the flag value of that earlier launch's epoch.
+  int gather_launch_back;
   bool nccl;
 
   // Segmentation and the round's tiling, in groups.
@@ -108,7 +113,7 @@ struct CallArgs {
   Control* control;
   device::WaitContext wait;
   // Optional per-job timeline (cuda/tools/job_trace.cpp): null, or kJobTraceWords words per record
-  // for job_trace_records records, indexed by round * jobs per round + job.
+  // for job_trace_records records, indexed by round * jobs of a fused launch + job.
   unsigned long long* job_trace;
   std::size_t job_trace_records;
 };

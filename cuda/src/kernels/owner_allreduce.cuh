@@ -18,6 +18,8 @@
 // with every per-lane condition known at compile time, and for the rest; both compute the same bits.
 #pragma once
 
+#include <algorithm>
+
 #include "kernel_args.h"
 #include "lane_ops.cuh"
 #include "launch.h"
@@ -113,9 +115,23 @@ struct InputWords {
   }
 };
 
+// Stages a kernel instance runs. Most variants run all of them in one kernel (kFusedStages); the
+// split ones (owner_split_tail) run push and reduce in one kernel and the tail in a second, launched
+// after it on the same stream, so that each gets its own register allocation (docs/performance.md,
+// item 29).
+constexpr int kFusedStages = kStagePush | kStageReduce | kStageTail;
+constexpr int kPushReduceStages = kStagePush | kStageReduce;
+constexpr int kTailStages = kStageTail;
+
+// Peers' copies the reduce loads at once (sum_copies): four in the uncompensated 16-element
+// variants, one in the rest; a split variant's push + reduce kernel has an instance with four for
+// P > 2 (owner_split_tail).
+constexpr int default_peer_batch(int e, bool comp) { return !comp && e == 16 ? 4 : 1; }
+
 // COMP: the compensator is on (its state lives in registers through a tile; off, those
-// registers are free).
-template <DType D, int BITS, int E, bool COMP>
+// registers are free). STAGES: the stages of the kernel instance the code is compiled into;
+// PEER_BATCH: the reduce's batch of peers' copies.
+template <DType D, int BITS, int E, bool COMP, int STAGES = kFusedStages, int PEER_BATCH = default_peer_batch(E, COMP)>
 struct OwnerStages {
   using Codes = PackedCodes<BITS, E>;
   using Input = InputWords<D, E>;
@@ -127,7 +143,7 @@ struct OwnerStages {
   // uncompensated 4-bit 32-element lanes with their input (the 8-bit ones ran slower with it:
   // docs/performance.md). The rest load where they use.
   static constexpr bool kPrefetch = !COMP && E == 16;
-  static constexpr int kPeerBatch = kPrefetch ? 4 : 1;
+  static constexpr int kPeerBatch = PEER_BATCH;
   static constexpr bool kStaged = (COMP && E <= 16) || (!COMP && E == 32 && BITS == 4);
   static constexpr int kStagedStateBytes = COMP ? (E == 8 ? 4 : 2) : 0;
   using Staged = StagedLane<D, E, kStagedStateBytes>;
@@ -576,7 +592,7 @@ struct OwnerStages {
     char* own = a.peer_base[a.rank];
     const unsigned long long w0 = kJobTrace && a.job_trace != nullptr ? globaltimer_ns() : 0;
     if (!a.nccl && !block_wait_flag(a.wait, flag_at(own, a.layout.gather_flags_offset, owner, tile),
-                                    epoch, Stage::kTail, owner, tile)) {
+                                    epoch - a.gather_launch_back, Stage::kTail, owner, tile)) {
       return false;
     }
     if (kJobTrace && a.job_trace != nullptr) waited_ns += globaltimer_ns() - w0;
@@ -653,7 +669,7 @@ struct JobSlot {
 // Resident blocks per multiprocessor a variant is compiled for (its register budget).
 constexpr int owner_min_blocks(int e, bool comp) { return (e == 32 && comp) ? 1 : (e == 8 ? 3 : 2); }
 
-template <DType D, int BITS, int E, bool COMP>
+template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH>
 __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owner_allreduce_kernel(CallArgs a, bool last_round) {
   __shared__ JobSlot slot;
   extern __shared__ uint4 staging[];  // staged_bytes<D, BITS, E, COMP>() bytes, or none
@@ -661,10 +677,17 @@ __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owne
   Scaling sc = make_scaling(0);
   bool ok = true;
   if (a.backward) ok = block_read_scaling(a, epoch - a.round, &sc);
-  OwnerStages<D, BITS, E, COMP> st(a, epoch, sc, staging);
+  OwnerStages<D, BITS, E, COMP, STAGES, PEER_BATCH> st(a, epoch, sc, staging);
   const int P = a.ranks;
-  const long long jobs_per_step = 2LL * P - 1;
-  const long long jobs = (static_cast<long long>(a.num_tiles) + a.lag + a.tail_lag) * jobs_per_step;
+  // A step of the fused kernel holds P - 1 pushes (tile s), one reduce (tile s - lag) and P - 1
+  // tails (tile s - lag - tail_lag). The push + reduce kernel of a split variant runs the first
+  // two at the same lag; its tail kernel runs the P - 1 tails of tile s at step s (the reduces
+  // are done).
+  constexpr bool kFused = STAGES == kFusedStages;
+  constexpr bool kTailOnly = STAGES == kTailStages;
+  const long long jobs_per_step = kFused ? 2LL * P - 1 : kTailOnly ? P - 1 : P;
+  const long long steps = static_cast<long long>(a.num_tiles) + (kFused ? a.lag + a.tail_lag : kTailOnly ? 0 : a.lag);
+  const long long jobs = steps * jobs_per_step;
   // Jobs are taken from a queue in order (push of tile s, reduce of s - lag, tail of s - lag -
   // tail_lag), so a job only ever waits for jobs that some resident block on the peer already
   // took: blocks that finish early take more work, and the kernel cannot deadlock whatever the
@@ -684,25 +707,33 @@ __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owne
     const long long step = job / jobs_per_step;
     const int r = static_cast<int>(job % jobs_per_step);
     bool job_ok = true;
-    if (r < P - 1) {
-      if ((a.stages & kStagePush) && step < a.num_tiles) st.push((a.rank + 1 + r) % P, static_cast<int>(step));
-    } else if (r == P - 1) {
-      const long long tile = step - a.lag;
-      if ((a.stages & kStageReduce) && tile >= 0 && tile < a.num_tiles) job_ok = st.reduce(static_cast<int>(tile));
+    if constexpr (kTailOnly) {
+      if ((a.stages & kStageTail) && step < a.num_tiles) job_ok = st.tail((a.rank + 1 + r) % P, static_cast<int>(step));
     } else {
-      const long long tile = step - a.lag - a.tail_lag;
-      if ((a.stages & kStageTail) && tile >= 0 && tile < a.num_tiles) job_ok = st.tail((a.rank + 1 + (r - P)) % P, static_cast<int>(tile));
+      if (r < P - 1) {
+        if ((a.stages & kStagePush) && step < a.num_tiles) st.push((a.rank + 1 + r) % P, static_cast<int>(step));
+      } else if (r == P - 1) {
+        const long long tile = step - a.lag;
+        if ((a.stages & kStageReduce) && tile >= 0 && tile < a.num_tiles) job_ok = st.reduce(static_cast<int>(tile));
+      } else if constexpr (kFused) {
+        const long long tile = step - a.lag - a.tail_lag;
+        if ((a.stages & kStageTail) && tile >= 0 && tile < a.num_tiles) job_ok = st.tail((a.rank + 1 + (r - P)) % P, static_cast<int>(tile));
+      }
     }
     __syncthreads();  // every thread has read the slot and finished the job
     if (kJobTrace && a.job_trace != nullptr && threadIdx.x == 0) {
-      const std::size_t rec = static_cast<std::size_t>(a.round) * static_cast<std::size_t>(jobs) +
+      // Records of launch `round` start at round times the job count of a fused launch (the most
+      // of any kernel).
+      const long long fused_jobs = (static_cast<long long>(a.num_tiles) + a.lag + a.tail_lag) * (2LL * P - 1);
+      const std::size_t rec = static_cast<std::size_t>(a.round) * static_cast<std::size_t>(fused_jobs) +
                               static_cast<std::size_t>(job);
       if (rec < a.job_trace_records) {
         unsigned long long* w = a.job_trace + rec * kJobTraceWords;
         // The job's stage (1 push, 2 reduce, 3 tail; 0: none at this step), as dispatched above.
-        const long long tile = r < P - 1 ? step : r == P - 1 ? step - a.lag : step - 2LL * a.lag;
-        const int stage_bit = r < P - 1 ? kStagePush : r == P - 1 ? kStageReduce : kStageTail;
-        const int kind = (a.stages & stage_bit) && tile >= 0 && tile < a.num_tiles ? (r < P - 1 ? 1 : r == P - 1 ? 2 : 3) : 0;
+        const bool is_tail = kTailOnly || r > P - 1;
+        const long long tile = kTailOnly ? step : r < P - 1 ? step : r == P - 1 ? step - a.lag : step - a.lag - a.tail_lag;
+        const int stage_bit = is_tail ? kStageTail : r < P - 1 ? kStagePush : kStageReduce;
+        const int kind = (a.stages & stage_bit) && tile >= 0 && tile < a.num_tiles ? (is_tail ? 3 : r < P - 1 ? 1 : 2) : 0;
         w[0] = (static_cast<unsigned long long>(kind) << 56) | (static_cast<unsigned long long>(blockIdx.x) << 32) |
                static_cast<unsigned long long>(job & 0xFFFFFFFFll);
         w[1] = (static_cast<unsigned long long>(sm_id()) << 32) | (st.waited_ns & 0xFFFFFFFFull);
@@ -735,15 +766,39 @@ constexpr std::size_t staged_bytes() {
   return bytes;
 }
 
-// A launch reserves the staging buffers only when its call stages (the 16-element lanes with fp32
-// state do not, and run faster without the reservation: docs/performance.md).
-template <DType D, int BITS, int E, bool COMP>
-cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
-  using S = OwnerStages<D, BITS, E, COMP>;
-  const bool stages = S::kStaged && (S::kStagedStateBytes != 2 || a.comp.bf16_state);
-  owner_allreduce_kernel<D, BITS, E, COMP>
+// The instance of a variant that runs a launch's stages: the fused kernel, or for split variants
+// the push + reduce kernel (any launch without the tail; with four peers' copies loaded at once
+// when there are more than two ranks, one otherwise: the batch's registers slow the push by 1-3%,
+// which only P > 2 wins back) and the tail kernel (tail-only launches). A split variant's launch
+// of every stage is refused: the caller launches the two kernels as two launches of the call
+// (owner_allreduce_splits_tail).
+template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH = default_peer_batch(E, COMP)>
+cudaError_t launch_instance(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
+  using S = OwnerStages<D, BITS, E, COMP, STAGES, PEER_BATCH>;
+  // A launch reserves the staging buffers only when its call stages (the 16-element lanes with
+  // fp32 state do not, and run faster without the reservation: docs/performance.md); the tail
+  // stages nothing.
+  const bool stages = S::kStaged && (S::kStagedStateBytes != 2 || a.comp.bf16_state) && STAGES != kTailStages;
+  owner_allreduce_kernel<D, BITS, E, COMP, STAGES, PEER_BATCH>
       <<<grid, kBlockThreads, stages ? staged_bytes<D, BITS, E, COMP>() : 0, stream>>>(a, last_round);
   return cudaGetLastError();
+}
+
+// Peers' copies per batch of the push + reduce kernel of a split variant with more than two ranks.
+constexpr int kSplitPeerBatch = 4;
+
+template <DType D, int BITS, int E, bool COMP>
+cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
+  if constexpr (owner_split_tail(E, COMP)) {
+    if (a.stages == kTailStages) return launch_instance<D, BITS, E, COMP, kTailStages>(a, last_round, grid, stream);
+    if ((a.stages & kStageTail) != 0) return cudaErrorInvalidValue;
+    if (a.ranks > 2) {
+      return launch_instance<D, BITS, E, COMP, kPushReduceStages, kSplitPeerBatch>(a, last_round, grid, stream);
+    }
+    return launch_instance<D, BITS, E, COMP, kPushReduceStages>(a, last_round, grid, stream);
+  } else {
+    return launch_instance<D, BITS, E, COMP, kFusedStages>(a, last_round, grid, stream);
+  }
 }
 
 // The kernel variant of a call shape: (bits, elements per lane, compensator); lane_elements()
@@ -765,39 +820,73 @@ cudaError_t launch_dtype(const CallArgs& a, bool last_round, int grid, cudaStrea
   return cudaErrorInvalidValue;
 }
 
-// Resident blocks per multiprocessor of the variant a call of this shape launches.
+// The kernels of a variant: the fused one, or the push + reduce ones (both batches) and the tail.
+template <DType D, int BITS, int E, bool COMP>
+struct Instances {
+  static constexpr bool kSplit = owner_split_tail(E, COMP);
+  static constexpr int kBatch = default_peer_batch(E, COMP);
+  static const void* main() {
+    return reinterpret_cast<const void*>(
+        owner_allreduce_kernel<D, BITS, E, COMP, kSplit ? kPushReduceStages : kFusedStages, kBatch>);
+  }
+  static const void* batched() {
+    if constexpr (kSplit) {
+      return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kPushReduceStages, kSplitPeerBatch>);
+    } else {
+      return nullptr;
+    }
+  }
+  static const void* tail() {
+    if constexpr (kSplit) {
+      return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kTailStages, kBatch>);
+    } else {
+      return nullptr;
+    }
+  }
+};
+
+// Resident blocks per multiprocessor of the variant a call of this shape launches (the fewer of a
+// split variant's two kernels: both launch on the same grid).
 template <DType D>
 int blocks_per_sm_dtype(int bits, int group, Compensation c) {
-  const void* fn = nullptr;
-  std::size_t smem = 0;
+  int n = 1;
   const bool comp = c != Compensation::kOff;
   const int e = lane_elements(bits, group, c);
-#define ECHO_PICK(DD, B, EE, C)                                                  \
-  if (bits == B && e == EE && comp == C) {                                       \
-    fn = reinterpret_cast<const void*>(owner_allreduce_kernel<DD, B, EE, C>);   \
-    smem = staged_bytes<DD, B, EE, C>();                                         \
+#define ECHO_PICK(DD, B, EE, C)                                                                 \
+  if (bits == B && e == EE && comp == C) {                                                      \
+    using I = Instances<DD, B, EE, C>;                                                          \
+    n = resident_blocks_per_sm(I::main(), staged_bytes<DD, B, EE, C>());                        \
+    if (I::kSplit) {                                                                            \
+      n = std::min(n, resident_blocks_per_sm(I::batched(), staged_bytes<DD, B, EE, C>()));      \
+      n = std::min(n, resident_blocks_per_sm(I::tail()));                                       \
+    }                                                                                           \
   }
   ECHO_OWNER_VARIANTS(ECHO_PICK, D)
 #undef ECHO_PICK
-  return resident_blocks_per_sm(fn, smem);
+  return n;
 }
 
-// Loads every variant of this dtype into the current context (see preload_kernels) and lets the
+// Loads every instance of this dtype into the current context (see preload_kernels) and lets the
 // staged ones use their dynamic shared memory (above the default 48 KiB for some).
 template <DType D>
 cudaError_t preload_dtype() {
   const void* fns[] = {
-#define ECHO_FN(DD, B, EE, C) reinterpret_cast<const void*>(owner_allreduce_kernel<DD, B, EE, C>),
+#define ECHO_FN(DD, B, EE, C) Instances<DD, B, EE, C>::main(), Instances<DD, B, EE, C>::batched(), Instances<DD, B, EE, C>::tail(),
       ECHO_OWNER_VARIANTS(ECHO_FN, D)
 #undef ECHO_FN
   };
-  if (const cudaError_t e = load_kernels(fns, sizeof(fns) / sizeof(fns[0])); e != cudaSuccess) return e;
+  std::size_t n = 0;
+  for (const void* f : fns) {
+    if (f != nullptr) fns[n++] = f;
+  }
+  if (const cudaError_t e = load_kernels(fns, n); e != cudaSuccess) return e;
   cudaError_t e = cudaSuccess;
 #define ECHO_SMEM(DD, B, EE, C)                                                                      \
-  if (e == cudaSuccess && staged_bytes<DD, B, EE, C>() > 0) {                                        \
-    e = cudaFuncSetAttribute(owner_allreduce_kernel<DD, B, EE, C>,                                    \
-                             cudaFuncAttributeMaxDynamicSharedMemorySize,                             \
-                             static_cast<int>(staged_bytes<DD, B, EE, C>()));                         \
+  for (const void* f : {Instances<DD, B, EE, C>::main(), Instances<DD, B, EE, C>::batched()}) {           \
+    if (e == cudaSuccess && f != nullptr && staged_bytes<DD, B, EE, C>() > 0) {                           \
+      e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,                            \
+                               static_cast<int>(staged_bytes<DD, B, EE, C>()));                           \
+    }                                                                                                     \
   }
   ECHO_OWNER_VARIANTS(ECHO_SMEM, D)
 #undef ECHO_SMEM

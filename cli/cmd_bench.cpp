@@ -109,6 +109,7 @@ struct Options {
   int reduce_lag_waves = 0, tail_lag_waves = 0;
   std::size_t slot_mib = 0;
   long long exact_max = -1;  // the Echo rows' exact-path limit; -1: the library default
+  std::size_t split_tail_min = cuda::kDefaultSplitTailMinCount;
   bool skip_verify = false;
   int graph = 0;  // calls per CUDA graph (0: one launch per call)
 };
@@ -516,6 +517,7 @@ void run_bench(Options opt) {
   co.reduce_lag_waves = opt.reduce_lag_waves;
   co.tail_lag_waves = opt.tail_lag_waves;
   co.slot_bytes = opt.slot_mib << 20;
+  co.split_tail_min_count = opt.split_tail_min;
   c.p2p.resize(c.P);
   check(kCmd, cuda::create_group(c.P, c.devs.data(), co, c.p2p.data()));
   co.transport = cuda::Transport::kNccl;
@@ -624,6 +626,10 @@ void register_bench(CLI::App& app) {
                   "the Echo rows' exact-path limit in elements, for rows that do not fix their own "
                   "(echo4-quant, exact, nccl-t*); default: the library's default for P ranks")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--split-tail-min-count", opt->split_tail_min,
+                  "messages of at least this many elements run the compensated local-residual kernels in "
+                  "their split form, the tail in a kernel of its own (0: at every size)")
+      ->capture_default_str();
   sub->add_option("--slot-mib", opt->slot_mib, "receive slot per source in MiB (0: the library's default for P ranks)")
       ->capture_default_str();
   sub->add_flag("--skip-verify", opt->skip_verify, "skip the #wrong and error columns (faster)");

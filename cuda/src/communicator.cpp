@@ -475,7 +475,8 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
       // One launch per round, or two where the call shape runs its tail in a kernel of its own
       // (push + reduce, then the tail, which waits for the gather flags of the launch before).
       const bool split = owner_allreduce_splits_tail(spec.quant.bits, spec.quant.group,
-                                                     compensation_of(cs.mode, cs.residual));
+                                                     compensation_of(cs.mode, cs.residual), count,
+                                                     comm->options.split_tail_min_count);
       const int launches = split ? 2 : 1;
       for (int r = 0; r < sched.rounds; ++r) {
         a.round_group_begin = static_cast<std::size_t>(r) * sched.round_groups;

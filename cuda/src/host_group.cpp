@@ -41,9 +41,10 @@ struct RankBuffers {
 
 class HostGroupImpl final : public HostGroup {
  public:
-  HostGroupImpl(int ranks, const AllReduceSpec& spec, std::size_t exact_capacity)
+  HostGroupImpl(int ranks, const AllReduceSpec& spec, std::size_t exact_capacity, std::size_t split_tail_min_count)
       : ranks_(ranks), spec_(spec) {
     if (exact_capacity != 0) options_.exact_capacity = exact_capacity;
+    options_.split_tail_min_count = split_tail_min_count;
   }
 
   ~HostGroupImpl() override {
@@ -218,10 +219,10 @@ class HostGroupImpl final : public HostGroup {
 }  // namespace
 
 Status HostGroup::create(int ranks, const AllReduceSpec& spec, std::unique_ptr<HostGroup>* out,
-                         std::size_t exact_capacity) {
+                         std::size_t exact_capacity, std::size_t split_tail_min_count) {
   if (out == nullptr) return Status(StatusCode::kInvalidArgument, "null output");
   ECHO_RETURN_IF_ERROR(validate_spec(spec, ranks));
-  auto g = std::make_unique<HostGroupImpl>(ranks, spec, exact_capacity);
+  auto g = std::make_unique<HostGroupImpl>(ranks, spec, exact_capacity, split_tail_min_count);
   ECHO_RETURN_IF_ERROR(g->init());
   *out = std::move(g);
   return Status::Ok();

@@ -21,14 +21,16 @@ inline Compensation compensation_of(CompensatorMode mode, ResidualMode residual)
 
 // Elements per thread of push and reduce for a bit width, group size and compensator work.
 int lane_elements(int bits, int group, Compensation comp);
-// Whether the owner kernel variant of `e` elements per lane runs its tail in a kernel of its own
-// (launched after the push + reduce kernel, on the same grid and stream): the compensated
-// 8-element lanes (local residual), whose reduce then loads its peers' copies in batches
-// (docs/performance.md, item 29).
+// Whether the owner kernel variant of `e` elements per lane has a split form: push + reduce in
+// one kernel and the tail in a second, launched after it on the same grid and stream, each with
+// its own register allocation. The compensated 8-element lanes (local residual) have one; with it
+// their reduce loads four peers' copies at once when P > 2 (docs/performance.md, item 29).
 constexpr bool owner_split_tail(int e, bool comp) { return comp && e == 8; }
-// The same for a call shape: its owner rounds then take two launches each (push + reduce, tail).
-inline bool owner_allreduce_splits_tail(int bits, int group, Compensation comp) {
-  return owner_split_tail(lane_elements(bits, group, comp), comp != Compensation::kOff);
+// Whether a call of `count` elements runs its owner rounds in the split form (two launches per
+// round): its variant has one and count >= min_count (CommOptions::split_tail_min_count).
+inline bool owner_allreduce_splits_tail(int bits, int group, Compensation comp, std::size_t count,
+                                        std::size_t min_count) {
+  return count >= min_count && owner_split_tail(lane_elements(bits, group, comp), comp != Compensation::kOff);
 }
 // Resident blocks per multiprocessor of the owner kernel variant for this call shape.
 int owner_allreduce_blocks_per_sm(DType dtype, int bits, int group, Compensation comp);
@@ -69,9 +71,9 @@ cudaError_t backward_max_preload();
 cudaError_t compensator_update_preload();
 
 // One launch of the owner all-reduce on `grid` resident blocks: the stages args.stages names of
-// one round (push, reduce + gather, tail). A split call shape (owner_allreduce_splits_tail) takes
-// push + reduce and the tail in separate launches; asked for all three, it returns
-// cudaErrorInvalidValue.
+// one round (push, reduce + gather, tail). A launch of all three runs the fused kernel; a launch of
+// some runs, where the call's variant has a split form (owner_split_tail), the split kernel for
+// them (the tail's alone, or push + reduce's).
 cudaError_t owner_allreduce(const CallArgs& args, bool last_round, int grid, cudaStream_t stream);
 // One round of the exact small-message path (one shot: every rank sends x' to every rank).
 cudaError_t exact_allreduce(const CallArgs& args, bool last_round, int grid, cudaStream_t stream);

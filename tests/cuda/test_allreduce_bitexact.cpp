@@ -32,6 +32,7 @@ struct Case {
   bool specials = false;  // NaN, +-Inf and values past the fp16 scale range in a few groups
   std::size_t exact_capacity = 0;  // elements per exact-path round; 0: the library default
   DType state_dtype = DType::kFloat32;  // compensator averages
+  std::size_t split_tail_min_count = cuda::kDefaultSplitTailMinCount;  // CommOptions::split_tail_min_count
 };
 
 // A switch-over well inside the default exact-path round, so the sweeps stay quick; the library's
@@ -42,7 +43,8 @@ std::string describe(const Case& c, std::size_t n, int pass, int site) {
   return std::string(quantizer_name(c.kind)) + " b" + std::to_string(c.bits) + " " +
          compensator_mode_name(c.mode) + "/" + residual_mode_name(c.residual) + " " + dtype_name(c.dtype) +
          " P" + std::to_string(c.ranks) + " " + direction_name(c.direction) + " exact<=" +
-         std::to_string(c.exact_max_count) + " n=" + std::to_string(n) + " pass " + std::to_string(pass) +
+         std::to_string(c.exact_max_count) + (c.split_tail_min_count == 0 ? " split" : "") +
+         " n=" + std::to_string(n) + " pass " + std::to_string(pass) +
          " site " + std::to_string(site);
 }
 
@@ -71,7 +73,7 @@ void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes
   spec.compensator.residual = c.residual;
   spec.compensator.state_dtype = c.state_dtype;
   std::unique_ptr<cuda::HostGroup> group;
-  const Status created = cuda::HostGroup::create(c.ranks, spec, &group, c.exact_capacity);
+  const Status created = cuda::HostGroup::create(c.ranks, spec, &group, c.exact_capacity, c.split_tail_min_count);
   BOOST_REQUIRE_MESSAGE(created.ok(), created.message());
   for (std::size_t n : sizes) {
     std::vector<CompensatorState> states(c.ranks);
@@ -175,6 +177,33 @@ BOOST_AUTO_TEST_CASE(compensated_single_and_dual_both_residual_modes) {
       }
     }
   }
+}
+
+// The split form of the local residual's kernels (push + reduce, then the tail in a kernel of its
+// own) at every size: both compensators, bit widths, dtypes and state types, a zero-aware and a
+// symmetric quantizer, P = 2 (one peer's copy at a time), 3, 4 (one batch of four) and 5 (two
+// batches, the second partial), forward and backward.
+BOOST_AUTO_TEST_CASE(split_tail_kernels) {
+  if (!have_gpu()) return;
+  for (CompensatorMode mode : {CompensatorMode::kSingle, CompensatorMode::kDual}) {
+    for (int bits : {4, 8}) {
+      for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+        for (int p : {2, 3, 4, 5}) {
+          for (DType state : {DType::kFloat32, DType::kBFloat16}) {
+            const QuantizerKind kind = p % 2 == 0 ? QuantizerKind::kZeroAware : QuantizerKind::kSymmetric;
+            Case c{kind, bits, mode, ResidualMode::kLocal, dt, p};
+            c.state_dtype = state;
+            c.split_tail_min_count = 0;
+            check_case(c, {1000, 65537}, 2, 3);
+          }
+        }
+      }
+    }
+  }
+  Case backward{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, ResidualMode::kLocal, DType::kBFloat16, 4,
+                Direction::kBackward};
+  backward.split_tail_min_count = 0;
+  check_case(backward, {12345, 100003}, 2, 3);
 }
 
 // Five to eight ranks, up to the most the library takes (kMaxRanks), on whatever GPUs are present

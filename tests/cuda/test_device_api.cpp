@@ -85,14 +85,23 @@ std::vector<std::vector<float>> inputs(int p, std::size_t n, DType dt, std::uint
 
 }  // namespace
 
+// The local residual runs twice: as one fused kernel per round, and in the split form (push +
+// reduce, then the tail: CommOptions::split_tail_min_count 0).
 BOOST_AUTO_TEST_CASE(in_place_out_of_place_shifted_and_rounds) {
   if (cuda::device_count() == 0) return;
+  struct Config {
+    CompensatorMode mode;
+    ResidualMode residual;
+    std::size_t split_tail_min_count;
+  };
   for (int p : {2, 4}) {
-    for (auto [mode, res] : {std::pair{CompensatorMode::kOff, ResidualMode::kGlobal},
-                             std::pair{CompensatorMode::kDual, ResidualMode::kGlobal},
-                             std::pair{CompensatorMode::kDual, ResidualMode::kLocal}}) {
+    for (auto [mode, res, split_min] : {Config{CompensatorMode::kOff, ResidualMode::kGlobal, 0},
+                                        Config{CompensatorMode::kDual, ResidualMode::kGlobal, 0},
+                                        Config{CompensatorMode::kDual, ResidualMode::kLocal, cuda::kDefaultSplitTailMinCount},
+                                        Config{CompensatorMode::kDual, ResidualMode::kLocal, 0}}) {
       cuda::CommOptions opt;
       opt.slot_bytes = 64 << 10;  // forces several rounds at these sizes
+      opt.split_tail_min_count = split_min;
       DeviceGroup g;
       const std::size_t n = 777777;
       g.create(p, opt, n);
@@ -106,7 +115,8 @@ BOOST_AUTO_TEST_CASE(in_place_out_of_place_shifted_and_rounds) {
         for (int r = 0; r < p; ++r) {
           BOOST_REQUIRE_MESSAGE(test::same_bits(got[r], want[r]),
                                 "P" << p << " mode " << compensator_mode_name(mode) << "/"
-                                    << residual_mode_name(res) << " call " << call << " rank " << r);
+                                    << residual_mode_name(res) << " split from " << split_min << " call "
+                                    << call << " rank " << r);
         }
       }
       g.destroy();
@@ -118,7 +128,9 @@ BOOST_AUTO_TEST_CASE(in_place_out_of_place_shifted_and_rounds) {
 // tiles run their lean loops (the host-array path always asks for x', so only the device API
 // reaches them), among them the copies compiled for the dual compensator with the local residual
 // and bf16 state. Three calls in place, so the state is applied and updated: bit-identical to the
-// reference in every compensated configuration, both bit widths, P = 2, 3, 4.
+// reference in every compensated configuration, both bit widths, P = 2, 3, 4, with the local
+// residual's kernels fused and split (CommOptions::split_tail_min_count 0; its push + reduce kernel
+// batches the peers' copies at P = 3 and 4).
 BOOST_AUTO_TEST_CASE(lean_tiles_match_the_reference) {
   if (cuda::device_count() == 0) return;
   struct Config {
@@ -133,32 +145,36 @@ BOOST_AUTO_TEST_CASE(lean_tiles_match_the_reference) {
                             {CompensatorMode::kOff, ResidualMode::kGlobal, DType::kFloat32}};
   const std::size_t n = (std::size_t{1} << 19) + 77;
   for (int p : {2, 3, 4}) {
-    DeviceGroup g;
-    g.create(p, cuda::CommOptions{}, n);
-    for (int bits : {4, 8}) {
-      for (const Config& c : configs) {
-        AllReduceSpec spec = spec_of(DType::kBFloat16, c.mode, c.residual);
-        spec.quant.bits = bits;
-        spec.compensator.state_dtype = c.state;
-        spec.exact_max_count = 0;  // the quantized path at every size
-        for (int r = 0; r < p; ++r) {
-          if (g.states[r] != nullptr) TEST_OK(cuda::reset_compensator(g.states[r], g.streams[r]));
-        }
-        const std::vector<std::vector<float>> in = inputs(p, n, spec.dtype, 31 + bits);
-        for (int call = 0; call < 3; ++call) {
-          std::vector<std::vector<float>> got;
-          run_shifted(g, spec, n, 0, true, in, &got);
-          const auto want = reference_after(spec, p, n, in, call + 1);
+    for (std::size_t split_min : {cuda::kDefaultSplitTailMinCount, std::size_t{0}}) {
+      cuda::CommOptions opt;
+      opt.split_tail_min_count = split_min;
+      DeviceGroup g;
+      g.create(p, opt, n);
+      for (int bits : {4, 8}) {
+        for (const Config& c : configs) {
+          AllReduceSpec spec = spec_of(DType::kBFloat16, c.mode, c.residual);
+          spec.quant.bits = bits;
+          spec.compensator.state_dtype = c.state;
+          spec.exact_max_count = 0;  // the quantized path at every size
           for (int r = 0; r < p; ++r) {
-            BOOST_REQUIRE_MESSAGE(test::same_bits(got[r], want[r]),
-                                  "P" << p << " " << bits << "-bit " << compensator_mode_name(c.mode) << "/"
-                                      << residual_mode_name(c.residual) << " state " << dtype_name(c.state)
-                                      << " call " << call << " rank " << r);
+            if (g.states[r] != nullptr) TEST_OK(cuda::reset_compensator(g.states[r], g.streams[r]));
+          }
+          const std::vector<std::vector<float>> in = inputs(p, n, spec.dtype, 31 + bits);
+          for (int call = 0; call < 3; ++call) {
+            std::vector<std::vector<float>> got;
+            run_shifted(g, spec, n, 0, true, in, &got);
+            const auto want = reference_after(spec, p, n, in, call + 1);
+            for (int r = 0; r < p; ++r) {
+              BOOST_REQUIRE_MESSAGE(test::same_bits(got[r], want[r]),
+                                    "P" << p << " " << bits << "-bit " << compensator_mode_name(c.mode) << "/"
+                                        << residual_mode_name(c.residual) << " state " << dtype_name(c.state)
+                                        << " split from " << split_min << " call " << call << " rank " << r);
+            }
           }
         }
       }
+      g.destroy();
     }
-    g.destroy();
   }
 }
 

@@ -766,12 +766,11 @@ constexpr std::size_t staged_bytes() {
   return bytes;
 }
 
-// The instance of a variant that runs a launch's stages: the fused kernel, or for split variants
-// the push + reduce kernel (any launch without the tail; with four peers' copies loaded at once
-// when there are more than two ranks, one otherwise: the batch's registers slow the push by 1-3%,
-// which only P > 2 wins back) and the tail kernel (tail-only launches). A split variant's launch
-// of every stage is refused: the caller launches the two kernels as two launches of the call
-// (owner_allreduce_splits_tail).
+// The instance of a variant that runs a launch's stages: the fused kernel for a launch of every
+// stage; for split variants (owner_split_tail) the tail kernel for a tail-only launch and the push
+// + reduce kernel for any other (with four peers' copies loaded at once when there are more than
+// two ranks, one otherwise: the batch's registers slow the push by 1-3%, which only P > 2 wins
+// back). The caller picks fused or split per call (owner_allreduce_splits_tail).
 template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH = default_peer_batch(E, COMP)>
 cudaError_t launch_instance(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
   using S = OwnerStages<D, BITS, E, COMP, STAGES, PEER_BATCH>;
@@ -791,14 +790,14 @@ template <DType D, int BITS, int E, bool COMP>
 cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
   if constexpr (owner_split_tail(E, COMP)) {
     if (a.stages == kTailStages) return launch_instance<D, BITS, E, COMP, kTailStages>(a, last_round, grid, stream);
-    if ((a.stages & kStageTail) != 0) return cudaErrorInvalidValue;
-    if (a.ranks > 2) {
-      return launch_instance<D, BITS, E, COMP, kPushReduceStages, kSplitPeerBatch>(a, last_round, grid, stream);
+    if ((a.stages & kStageTail) == 0) {
+      if (a.ranks > 2) {
+        return launch_instance<D, BITS, E, COMP, kPushReduceStages, kSplitPeerBatch>(a, last_round, grid, stream);
+      }
+      return launch_instance<D, BITS, E, COMP, kPushReduceStages>(a, last_round, grid, stream);
     }
-    return launch_instance<D, BITS, E, COMP, kPushReduceStages>(a, last_round, grid, stream);
-  } else {
-    return launch_instance<D, BITS, E, COMP, kFusedStages>(a, last_round, grid, stream);
   }
+  return launch_instance<D, BITS, E, COMP, kFusedStages>(a, last_round, grid, stream);
 }
 
 // The kernel variant of a call shape: (bits, elements per lane, compensator); lane_elements()
@@ -820,76 +819,80 @@ cudaError_t launch_dtype(const CallArgs& a, bool last_round, int grid, cudaStrea
   return cudaErrorInvalidValue;
 }
 
-// The kernels of a variant: the fused one, or the push + reduce ones (both batches) and the tail.
+// The kernels of a variant: the fused one, and for split variants the push + reduce ones (both
+// batches) and the tail one (null where the variant has none).
 template <DType D, int BITS, int E, bool COMP>
 struct Instances {
   static constexpr bool kSplit = owner_split_tail(E, COMP);
   static constexpr int kBatch = default_peer_batch(E, COMP);
-  static const void* main() {
-    return reinterpret_cast<const void*>(
-        owner_allreduce_kernel<D, BITS, E, COMP, kSplit ? kPushReduceStages : kFusedStages, kBatch>);
-  }
-  static const void* batched() {
+  template <int STAGES, int PEER_BATCH = kBatch>
+  static const void* split_kernel() {
     if constexpr (kSplit) {
-      return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kPushReduceStages, kSplitPeerBatch>);
+      return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, STAGES, PEER_BATCH>);
     } else {
       return nullptr;
     }
   }
-  static const void* tail() {
-    if constexpr (kSplit) {
-      return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kTailStages, kBatch>);
-    } else {
-      return nullptr;
-    }
+  static const void* fused() {
+    return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kFusedStages, kBatch>);
+  }
+  static const void* push_reduce() { return split_kernel<kPushReduceStages>(); }
+  static const void* batched() { return split_kernel<kPushReduceStages, kSplitPeerBatch>(); }
+  static const void* tail() { return split_kernel<kTailStages>(); }
+  // The kernels that take the staging buffers (fused, push + reduce) and the tail.
+  static constexpr int kCount = 4;
+  static void list(const void* (&f)[kCount]) {
+    f[0] = fused();
+    f[1] = push_reduce();
+    f[2] = batched();
+    f[3] = tail();
   }
 };
 
-// Resident blocks per multiprocessor of the variant a call of this shape launches (the fewer of a
-// split variant's two kernels: both launch on the same grid).
+// Resident blocks per multiprocessor of the variant a call of this shape launches (the fewest of
+// its kernels: a call launches them on the same grid).
 template <DType D>
 int blocks_per_sm_dtype(int bits, int group, Compensation c) {
   int n = 1;
   const bool comp = c != Compensation::kOff;
   const int e = lane_elements(bits, group, c);
-#define ECHO_PICK(DD, B, EE, C)                                                                 \
-  if (bits == B && e == EE && comp == C) {                                                      \
-    using I = Instances<DD, B, EE, C>;                                                          \
-    n = resident_blocks_per_sm(I::main(), staged_bytes<DD, B, EE, C>());                        \
-    if (I::kSplit) {                                                                            \
-      n = std::min(n, resident_blocks_per_sm(I::batched(), staged_bytes<DD, B, EE, C>()));      \
-      n = std::min(n, resident_blocks_per_sm(I::tail()));                                       \
-    }                                                                                           \
+#define ECHO_PICK(DD, B, EE, C)                                                                    \
+  if (bits == B && e == EE && comp == C) {                                                         \
+    using I = Instances<DD, B, EE, C>;                                                             \
+    const void* f[I::kCount];                                                                      \
+    I::list(f);                                                                                    \
+    n = 1 << 30;                                                                                   \
+    for (int k = 0; k < I::kCount; ++k) {                                                          \
+      const std::size_t smem = f[k] == I::tail() ? 0 : staged_bytes<DD, B, EE, C>();              \
+      if (f[k] != nullptr) n = std::min(n, resident_blocks_per_sm(f[k], smem));                    \
+    }                                                                                              \
   }
   ECHO_OWNER_VARIANTS(ECHO_PICK, D)
 #undef ECHO_PICK
   return n;
 }
 
-// Loads every instance of this dtype into the current context (see preload_kernels) and lets the
+// Loads every kernel of this dtype into the current context (see preload_kernels) and lets the
 // staged ones use their dynamic shared memory (above the default 48 KiB for some).
 template <DType D>
 cudaError_t preload_dtype() {
-  const void* fns[] = {
-#define ECHO_FN(DD, B, EE, C) Instances<DD, B, EE, C>::main(), Instances<DD, B, EE, C>::batched(), Instances<DD, B, EE, C>::tail(),
-      ECHO_OWNER_VARIANTS(ECHO_FN, D)
-#undef ECHO_FN
-  };
-  std::size_t n = 0;
-  for (const void* f : fns) {
-    if (f != nullptr) fns[n++] = f;
-  }
-  if (const cudaError_t e = load_kernels(fns, n); e != cudaSuccess) return e;
   cudaError_t e = cudaSuccess;
-#define ECHO_SMEM(DD, B, EE, C)                                                                      \
-  for (const void* f : {Instances<DD, B, EE, C>::main(), Instances<DD, B, EE, C>::batched()}) {           \
-    if (e == cudaSuccess && f != nullptr && staged_bytes<DD, B, EE, C>() > 0) {                           \
-      e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,                            \
-                               static_cast<int>(staged_bytes<DD, B, EE, C>()));                           \
-    }                                                                                                     \
+#define ECHO_LOAD(DD, B, EE, C)                                                                     \
+  if (e == cudaSuccess) {                                                                           \
+    using I = Instances<DD, B, EE, C>;                                                              \
+    const void* f[I::kCount];                                                                       \
+    I::list(f);                                                                                     \
+    for (int k = 0; k < I::kCount && e == cudaSuccess; ++k) {                                      \
+      if (f[k] == nullptr) continue;                                                                \
+      e = load_kernels({f[k]});                                                                     \
+      if (e == cudaSuccess && f[k] != I::tail() && staged_bytes<DD, B, EE, C>() > 0) {              \
+        e = cudaFuncSetAttribute(f[k], cudaFuncAttributeMaxDynamicSharedMemorySize,                 \
+                                 static_cast<int>(staged_bytes<DD, B, EE, C>()));                   \
+      }                                                                                             \
+    }                                                                                               \
   }
-  ECHO_OWNER_VARIANTS(ECHO_SMEM, D)
-#undef ECHO_SMEM
+  ECHO_OWNER_VARIANTS(ECHO_LOAD, D)
+#undef ECHO_LOAD
   return e;
 }
 

@@ -18,6 +18,7 @@
 #include <cstddef>
 
 #include "echo/allreduce.h"
+#include "echo/cuda/split_tail.h"
 #include "echo/status.h"
 
 namespace echo::cuda {
@@ -59,6 +60,9 @@ struct CommOptions {
   // at the cost of a longer fill and drain (docs/performance.md, item 19).
   int reduce_lag_waves = 0;
   int tail_lag_waves = 0;
+  // Messages of at least this many elements run the split form of the owner kernel where their
+  // variant has one (echo/cuda/split_tail.h); 0 runs it at every size (bit-identical either way).
+  std::size_t split_tail_min_count = kDefaultSplitTailMinCount;
   Transport transport = Transport::kPeerToPeer;
 };
 

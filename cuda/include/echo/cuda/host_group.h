@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "echo/allreduce.h"
+#include "echo/cuda/split_tail.h"
 #include "echo/status.h"
 
 namespace echo::cuda {
@@ -17,9 +18,9 @@ int device_count();
 class HostGroup {
  public:
   // exact_capacity: elements per round of the exact path (CommOptions::exact_capacity), 0 for the
-  // library default.
+  // library default; split_tail_min_count: CommOptions::split_tail_min_count.
   static Status create(int ranks, const AllReduceSpec& spec, std::unique_ptr<HostGroup>* out,
-                       std::size_t exact_capacity = 0);
+                       std::size_t exact_capacity = 0, std::size_t split_tail_min_count = kDefaultSplitTailMinCount);
   virtual ~HostGroup();
   // Host float arrays per rank in and out (values already representable in spec.dtype), same
   // contract as echo::allreduce in reference/include/echo/allreduce.h; compensated may be null.

@@ -253,6 +253,14 @@ BOOST_AUTO_TEST_CASE(exact_small_message_path) {
       }
     }
   }
+  // The kernel compiled for forward bf16 calls with the dual compensator, the local residual and
+  // bf16 state.
+  for (int p : {2, 3, 4}) {
+    Case c{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, ResidualMode::kLocal, DType::kBFloat16, p};
+    c.state_dtype = DType::kBFloat16;
+    c.exact_max_count = kTestExactMax;
+    check_case(c, {1, 1000, 4097, kTestExactMax, kTestExactMax + 1}, 2, 3);
+  }
   // The library default, on both sides of its boundary.
   for (int p : {2, 4}) {
     Case c{QuantizerKind::kZeroAware, 4, CompensatorMode::kOff, ResidualMode::kGlobal, DType::kBFloat16, p};

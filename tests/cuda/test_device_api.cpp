@@ -86,40 +86,50 @@ std::vector<std::vector<float>> inputs(int p, std::size_t n, DType dt, std::uint
 }  // namespace
 
 // The local residual runs twice: as one fused kernel per round, and in the split form (push +
-// reduce, then the tail: CommOptions::split_tail_min_count 0).
+// reduce, then the tail: CommOptions::split_tail_min_count 0). Each configuration runs on the
+// quantized path and on the exact path (exact_max_count n), bf16 state with the dual compensator
+// and the local residual also in the exact kernel compiled for it.
 BOOST_AUTO_TEST_CASE(in_place_out_of_place_shifted_and_rounds) {
   if (cuda::device_count() == 0) return;
   struct Config {
     CompensatorMode mode;
     ResidualMode residual;
     std::size_t split_tail_min_count;
+    DType state = DType::kFloat32;
   };
   for (int p : {2, 4}) {
-    for (auto [mode, res, split_min] : {Config{CompensatorMode::kOff, ResidualMode::kGlobal, 0},
-                                        Config{CompensatorMode::kDual, ResidualMode::kGlobal, 0},
-                                        Config{CompensatorMode::kDual, ResidualMode::kLocal, cuda::kDefaultSplitTailMinCount},
-                                        Config{CompensatorMode::kDual, ResidualMode::kLocal, 0}}) {
-      cuda::CommOptions opt;
-      opt.slot_bytes = 64 << 10;  // forces several rounds at these sizes
-      opt.split_tail_min_count = split_min;
-      DeviceGroup g;
-      const std::size_t n = 777777;
-      g.create(p, opt, n);
-      const AllReduceSpec spec = spec_of(DType::kBFloat16, mode, res);
-      std::vector<std::vector<float>> in = inputs(p, n, spec.dtype, 11);
-      // Three consecutive calls, shifting the buffers and alternating in place / out of place.
-      for (int call = 0; call < 3; ++call) {
-        std::vector<std::vector<float>> got;
-        run_shifted(g, spec, n, static_cast<std::size_t>(call) * 3 + 1, call % 2 == 0, in, &got);
-        const auto want = reference_after(spec, p, n, in, call + 1);
-        for (int r = 0; r < p; ++r) {
-          BOOST_REQUIRE_MESSAGE(test::same_bits(got[r], want[r]),
-                                "P" << p << " mode " << compensator_mode_name(mode) << "/"
-                                    << residual_mode_name(res) << " split from " << split_min << " call "
-                                    << call << " rank " << r);
+    for (bool exact : {false, true}) {
+      for (auto [mode, res, split_min, state] :
+           {Config{CompensatorMode::kOff, ResidualMode::kGlobal, 0},
+            Config{CompensatorMode::kDual, ResidualMode::kGlobal, 0},
+            Config{CompensatorMode::kDual, ResidualMode::kLocal, cuda::kDefaultSplitTailMinCount},
+            Config{CompensatorMode::kDual, ResidualMode::kLocal, 0},
+            Config{CompensatorMode::kDual, ResidualMode::kLocal, 0, DType::kBFloat16}}) {
+        cuda::CommOptions opt;
+        opt.slot_bytes = 64 << 10;  // forces several rounds at these sizes
+        opt.split_tail_min_count = split_min;
+        DeviceGroup g;
+        const std::size_t n = 777777;
+        g.create(p, opt, n);
+        AllReduceSpec spec = spec_of(DType::kBFloat16, mode, res);
+        spec.compensator.state_dtype = state;
+        spec.exact_max_count = exact ? n : 0;
+        std::vector<std::vector<float>> in = inputs(p, n, spec.dtype, 11);
+        // Three consecutive calls, shifting the buffers and alternating in place / out of place.
+        for (int call = 0; call < 3; ++call) {
+          std::vector<std::vector<float>> got;
+          run_shifted(g, spec, n, static_cast<std::size_t>(call) * 3 + 1, call % 2 == 0, in, &got);
+          const auto want = reference_after(spec, p, n, in, call + 1);
+          for (int r = 0; r < p; ++r) {
+            BOOST_REQUIRE_MESSAGE(test::same_bits(got[r], want[r]),
+                                  "P" << p << " mode " << compensator_mode_name(mode) << "/"
+                                      << residual_mode_name(res) << " state " << dtype_name(state)
+                                      << (exact ? " exact path" : "") << " split from " << split_min
+                                      << " call " << call << " rank " << r);
+          }
         }
+        g.destroy();
       }
-      g.destroy();
     }
   }
 }

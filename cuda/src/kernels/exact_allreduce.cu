@@ -130,13 +130,48 @@ __device__ __forceinline__ uint2 load4_raw(const void* base, std::size_t e0, int
   return make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
 }
 
+// Configurations the kernel is compiled for: kExactAny reads the call's compensator and direction
+// at run time; the others are forward bf16 calls with the dual compensator, and fix that, the
+// residual mode (kExactLocal) and the state type (kExactBf16State) at compile time, so that the
+// branches on them fold away from the latency-bound path (docs/performance.md, item 30). Same
+// operations in the same order either way: the values are the call's, only the host's dispatch
+// (exact_spec) looks at them.
+constexpr int kExactAny = 0;
+constexpr int kExactDual = 1;
+constexpr int kExactLocal = 2;
+constexpr int kExactBf16State = 4;
+
+// The call's compensator arguments as configuration SPEC sees them.
+template <int SPEC>
+__device__ __forceinline__ CompensatorArgs exact_comp_args(const CallArgs& a) {
+  CompensatorArgs c = a.comp;
+  if constexpr (SPEC != kExactAny) {
+    c.mode = CompensatorMode::kDual;
+    c.residual = (SPEC & kExactLocal) != 0 ? ResidualMode::kLocal : ResidualMode::kGlobal;
+    c.bf16_state = (SPEC & kExactBf16State) != 0;
+  }
+  return c;
+}
+
+// The configuration a call runs.
+inline int exact_spec(const CallArgs& a) {
+  if (a.dtype != DType::kBFloat16 || a.backward || a.comp.mode != CompensatorMode::kDual) return kExactAny;
+  return kExactDual | (a.comp.residual == ResidualMode::kLocal ? kExactLocal : 0) |
+         (a.comp.bf16_state ? kExactBf16State : 0);
+}
+
 // Thread t owns elements 4t .. 4t + 3 of each chunk it visits, so a warp's line stores cover 512
 // (raw payloads) or 1024 (fp32 payloads) contiguous bytes. Four resident blocks per multiprocessor
 // (at most 64 registers, no spills) let a 1 MiB message's 512 chunks run in one wave on 132
 // multiprocessors, where three left 116 blocks a second chunk (2 x H200, CUDA graphs: `echo4` 1 MiB
 // 11.2-11.3 -> 10.4 us, compensated 13.4-14.6 -> 12.1-12.5 us; docs/performance.md item 26).
-template <DType D>
+template <DType D, int SPEC = kExactAny>
 __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallArgs a, bool last_round) {
+  static_assert(SPEC == kExactAny || D == DType::kBFloat16, "the specialized kernel is the bf16 one");
+  // kSpec: forward (a.backward is read as false), compensator arguments from spec_args.
+  constexpr bool kSpec = SPEC != kExactAny;
+  const CompensatorArgs spec_args = exact_comp_args<SPEC>(a);
+  const CompensatorArgs& comp_args = kSpec ? spec_args : a.comp;
   __shared__ int group_bad[kExactChunk / kMinGroup];
   const unsigned long long epoch = a.control->seq + 1;
   const bool send = (a.stages & kStagePush) != 0;
@@ -148,14 +183,14 @@ __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallA
   const unsigned flag = line_flag(line_epoch);
   Scaling sc = make_scaling(0);
   bool ok = true;
-  if (a.backward) ok = block_read_scaling(a, epoch - a.round, &sc);
-  const bool comp = a.comp.mode != CompensatorMode::kOff;
-  const bool fresh = comp && *a.comp.fresh != 0;
+  if (!kSpec && a.backward) ok = block_read_scaling(a, epoch - a.round, &sc);
+  const bool comp = comp_args.mode != CompensatorMode::kOff;
+  const bool fresh = comp && *comp_args.fresh != 0;
   // The sum takes 16-bit values: ship them four per line. Without the compensator they are the
   // raw input; with it (bf16 only) x' rounded to bf16 (echo::exact_path_rounds_x_prime).
   constexpr bool k16 = sizeof(typename Elem<D>::T) == 2;
   constexpr bool kRoundsXPrime = exact_path_rounds_x_prime(D, Direction::kForward);
-  const bool raw = exact_terms_16bit(D, a.backward, comp);
+  const bool raw = exact_terms_16bit(D, !kSpec && a.backward, comp);
   const bool rounded = raw && comp;  // x' rounded to bf16 before the sum
   const bool in_aligned = aligned4<D>(a.in);
   const bool out_aligned = aligned4<D>(a.out);
@@ -171,8 +206,8 @@ __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallA
   // x' of this rank's lane (compensated, not yet scaled); the state is left in m1, m2.
   auto own_values = [&](std::size_t e0, int valid, float (&x)[kVec], float (&m1)[kVec], float (&m2)[kVec]) {
     load4<D>(a.in, e0, valid, in_aligned, x);
-    load_state<kVec>(a.comp, e0, valid, m1, m2);
-    apply_compensation<kVec>(a.comp, fresh, m1, m2, x);
+    load_state<kVec>(comp_args, e0, valid, m1, m2);
+    apply_compensation<kVec>(comp_args, fresh, m1, m2, x);
   };
   // The 16-bit values of x' the rounded payload carries (zeros past `valid`).
   auto rounded_bits = [&](const float (&x)[kVec], int valid) {
@@ -220,7 +255,7 @@ __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallA
     }
     unsigned w[kVec];
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) w[k] = __float_as_uint(a.backward ? __fmul_rn(x[k], sc.scale) : x[k]);
+    for (int k = 0; k < kVec; ++k) w[k] = __float_as_uint((!kSpec && a.backward) ? __fmul_rn(x[k], sc.scale) : x[k]);
     for (int r = first_holder; r < end_holder; ++r) {
       uint4* line = staging(a, (a.rank + r) % a.ranks, parity, a.rank) + local / 2;
       store_line(line, w[0], w[1], flag);
@@ -247,7 +282,7 @@ __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallA
       float own[kVec];
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        own[k] = rounded ? round_to<D>(x[k]) : a.backward ? __fmul_rn(x[k], sc.scale) : x[k];
+        own[k] = rounded ? round_to<D>(x[k]) : (!kSpec && a.backward) ? __fmul_rn(x[k], sc.scale) : x[k];
       }
       float acc[kVec];
       int bad = 0;
@@ -282,7 +317,7 @@ __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallA
       if (mine) {
         float y[kVec];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) y[k] = round_to<D>(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k]);
+        for (int k = 0; k < kVec; ++k) y[k] = round_to<D>((!kSpec && a.backward) ? __fmul_rn(acc[k], sc.unscale) : acc[k]);
         // Poisoned groups (any non-finite x'), counted by the rank owning the group's segment.
         if (bad) group_bad[threadIdx.x * kVec / a.group] = 1;
         if (comp) {
@@ -290,14 +325,14 @@ __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallA
           const float p = static_cast<float>(a.ranks);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
-            if (a.comp.residual == ResidualMode::kGlobal) {
+            if (comp_args.residual == ResidualMode::kGlobal) {
               u[k] = __fsub_rn(x[k], __fdiv_rn(y[k], p));
             } else {
               // Local: the owner's gather error on its own segment, after this rank's rounding
               // error of x' wherever x' was rounded.
               const std::size_t e = e0 + k;
               const bool owned = e >= own_begin && e < own_end;
-              const float g = owned ? __fsub_rn(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]) : 0.0f;
+              const float g = owned ? __fsub_rn((!kSpec && a.backward) ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]) : 0.0f;
               if (rounded) {
                 const float d = __fsub_rn(x[k], own[k]);
                 u[k] = owned ? __fadd_rn(d, g) : d;
@@ -306,8 +341,8 @@ __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallA
               }
             }
           }
-          update_state<kVec>(a.comp, u, m1, m2);
-          store_state<kVec>(a.comp, e0, valid, m1, m2);
+          update_state<kVec>(comp_args, u, m1, m2);
+          store_state<kVec>(comp_args, e0, valid, m1, m2);
         }
         store4<D>(a.out, e0, valid, out_aligned, y);
       }
@@ -330,10 +365,17 @@ __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallA
   finish_launch(a, epoch, sc.k, last_round, 1, comp);
 }
 
-// The kernel's three dtype variants.
-const void* const kExactVariants[] = {reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat32>),
-                                      reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16>),
-                                      reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat16>)};
+// The kernel's three dtype variants and the specialized bf16 ones.
+constexpr int kExactSpecs[] = {kExactDual, kExactDual | kExactLocal, kExactDual | kExactBf16State,
+                               kExactDual | kExactLocal | kExactBf16State};
+const void* const kExactVariants[] = {
+    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat32>),
+    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16>),
+    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat16>),
+    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactSpecs[0]>),
+    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactSpecs[1]>),
+    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactSpecs[2]>),
+    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactSpecs[3]>)};
 
 }  // namespace
 
@@ -341,7 +383,7 @@ cudaError_t exact_allreduce_preload() {
   return load_kernels(kExactVariants, sizeof(kExactVariants) / sizeof(kExactVariants[0]));
 }
 
-// The fewest resident blocks per multiprocessor of the three dtype variants (they differ in
+// The fewest resident blocks per multiprocessor of the kernel's variants (they differ in
 // registers): ranks sharing a GPU each launch their share of this many, and a share sized by a
 // larger count would leave the last rank on the GPU without a resident block while the others spin
 // waiting for its lines.
@@ -357,7 +399,19 @@ cudaError_t exact_allreduce(const CallArgs& a, bool last_round, int grid, cudaSt
       exact_allreduce_kernel<DType::kFloat32><<<grid, kBlockThreads, 0, stream>>>(a, last_round);
       break;
     case DType::kBFloat16:
-      exact_allreduce_kernel<DType::kBFloat16><<<grid, kBlockThreads, 0, stream>>>(a, last_round);
+      switch (exact_spec(a)) {
+#define ECHO_EXACT_SPEC(S)                                                                        \
+  case S:                                                                                         \
+    exact_allreduce_kernel<DType::kBFloat16, S><<<grid, kBlockThreads, 0, stream>>>(a, last_round); \
+    break;
+        ECHO_EXACT_SPEC(kExactSpecs[0])
+        ECHO_EXACT_SPEC(kExactSpecs[1])
+        ECHO_EXACT_SPEC(kExactSpecs[2])
+        ECHO_EXACT_SPEC(kExactSpecs[3])
+#undef ECHO_EXACT_SPEC
+        default:
+          exact_allreduce_kernel<DType::kBFloat16><<<grid, kBlockThreads, 0, stream>>>(a, last_round);
+      }
       break;
     case DType::kFloat16:
       exact_allreduce_kernel<DType::kFloat16><<<grid, kBlockThreads, 0, stream>>>(a, last_round);

@@ -1,6 +1,8 @@
 // Times the stages of the owner kernel on one GPU, without peers: the NCCL transport's one-stage
 // launches (push, reduce, tail) on local buffers for a simulated rank of P, so each stage's cost
-// can be read alone (and profiled with ncu: no launch waits on another GPU).
+// can be read alone (and profiled with ncu: no launch waits on another GPU). Variants with a split
+// form (owner_split_tail: the compensated local residual on 8-element lanes) run its kernels, push
+// + reduce and tail, as a call of at least CommOptions::split_tail_min_count elements does.
 //   echo_cuda_stage_probe [elements] [ranks] [bits] [compensator] [tiles_per_wave]
 // compensator: off, dual (local residual, fp32 state), dual-bf16, global (global residual, fp32
 // state; also times the side-stream update kernel), global-bf16. The state is marked not fresh, so

@@ -484,19 +484,15 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
         a.num_tiles = sched.num_tiles;
         const bool last = r + 1 == sched.rounds;
         a.round = launches * r;
-        if (!split) {
-          a.stages = kStagePush | kStageReduce | kStageTail;
-          a.gather_launch_back = 0;
-          ECHO_CUDA_CHECK(owner_allreduce(a, last, sched.grid, stream));
-          continue;
-        }
-        a.stages = kStagePush | kStageReduce;
+        a.stages = split ? kStagePush | kStageReduce : kStagePush | kStageReduce | kStageTail;
         a.gather_launch_back = 0;
-        ECHO_CUDA_CHECK(owner_allreduce(a, false, sched.grid, stream));
-        a.round = launches * r + 1;
-        a.stages = kStageTail;
-        a.gather_launch_back = 1;
-        ECHO_CUDA_CHECK(owner_allreduce(a, last, sched.grid, stream));
+        ECHO_CUDA_CHECK(owner_allreduce(a, last && !split, sched.grid, stream));
+        if (split) {
+          a.round += 1;
+          a.stages = kStageTail;
+          a.gather_launch_back = 1;
+          ECHO_CUDA_CHECK(owner_allreduce(a, last, sched.grid, stream));
+        }
       }
     }
     if (compensate && cs.residual == ResidualMode::kGlobal) {

@@ -68,6 +68,34 @@ struct CompensatorArgs {
   void* stash; // global mode: copy of the input for the update on the side stream
 };
 
+// Compensator configurations a kernel's code can be compiled for (docs/performance.md, items 28
+// and 30): kConfigAny reads the call's mode, residual and state type at run time; any other value
+// is the dual compensator with the residual (kConfigLocal set: local) and the state type
+// (kConfigBf16State set: bf16) fixed at compile time, so that the branches on them fold away. The
+// values are the call's either way: only the dispatch (compensator_config) looks at them.
+inline constexpr int kConfigAny = 0;
+inline constexpr int kConfigDual = 1;
+inline constexpr int kConfigLocal = 2;
+inline constexpr int kConfigBf16State = 4;
+inline constexpr int kConfigDualLocalBf16 = kConfigDual | kConfigLocal | kConfigBf16State;
+
+// The configuration of a call's compensator: kConfigAny unless it is the dual one.
+constexpr int compensator_config(const CompensatorArgs& c) {
+  if (c.mode != CompensatorMode::kDual) return kConfigAny;
+  return kConfigDual | (c.residual == ResidualMode::kLocal ? kConfigLocal : 0) | (c.bf16_state ? kConfigBf16State : 0);
+}
+
+// The compensator arguments as code compiled for CONFIG sees them.
+template <int CONFIG>
+constexpr CompensatorArgs configured(CompensatorArgs c) {
+  if constexpr (CONFIG != kConfigAny) {
+    c.mode = CompensatorMode::kDual;
+    c.residual = (CONFIG & kConfigLocal) != 0 ? ResidualMode::kLocal : ResidualMode::kGlobal;
+    c.bf16_state = (CONFIG & kConfigBf16State) != 0;
+  }
+  return c;
+}
+
 struct CallArgs {
   int rank;
   int ranks;

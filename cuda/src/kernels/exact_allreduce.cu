@@ -130,34 +130,11 @@ __device__ __forceinline__ uint2 load4_raw(const void* base, std::size_t e0, int
   return make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
 }
 
-// Configurations the kernel is compiled for: kExactAny reads the call's compensator and direction
-// at run time; the others are forward bf16 calls with the dual compensator, and fix that, the
-// residual mode (kExactLocal) and the state type (kExactBf16State) at compile time, so that the
-// branches on them fold away from the latency-bound path (docs/performance.md, item 30). Same
-// operations in the same order either way: the values are the call's, only the host's dispatch
-// (exact_spec) looks at them.
-constexpr int kExactAny = 0;
-constexpr int kExactDual = 1;
-constexpr int kExactLocal = 2;
-constexpr int kExactBf16State = 4;
-
-// The call's compensator arguments as configuration SPEC sees them.
-template <int SPEC>
-__device__ __forceinline__ CompensatorArgs exact_comp_args(const CallArgs& a) {
-  CompensatorArgs c = a.comp;
-  if constexpr (SPEC != kExactAny) {
-    c.mode = CompensatorMode::kDual;
-    c.residual = (SPEC & kExactLocal) != 0 ? ResidualMode::kLocal : ResidualMode::kGlobal;
-    c.bf16_state = (SPEC & kExactBf16State) != 0;
-  }
-  return c;
-}
-
-// The configuration a call runs.
-inline int exact_spec(const CallArgs& a) {
-  if (a.dtype != DType::kBFloat16 || a.backward || a.comp.mode != CompensatorMode::kDual) return kExactAny;
-  return kExactDual | (a.comp.residual == ResidualMode::kLocal ? kExactLocal : 0) |
-         (a.comp.bf16_state ? kExactBf16State : 0);
+// The configuration a call's kernel is compiled for (kernel_args.h): forward bf16 calls with the
+// dual compensator run copies with the residual and state type fixed (docs/performance.md, item
+// 30); the rest the generic kernel, which reads them at run time.
+inline int exact_config(const CallArgs& a) {
+  return a.dtype == DType::kBFloat16 && !a.backward ? compensator_config(a.comp) : kConfigAny;
 }
 
 // Thread t owns elements 4t .. 4t + 3 of each chunk it visits, so a warp's line stores cover 512
@@ -165,12 +142,12 @@ inline int exact_spec(const CallArgs& a) {
 // (at most 64 registers, no spills) let a 1 MiB message's 512 chunks run in one wave on 132
 // multiprocessors, where three left 116 blocks a second chunk (2 x H200, CUDA graphs: `echo4` 1 MiB
 // 11.2-11.3 -> 10.4 us, compensated 13.4-14.6 -> 12.1-12.5 us; docs/performance.md item 26).
-template <DType D, int SPEC = kExactAny>
+template <DType D, int CONFIG = kConfigAny>
 __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallArgs a, bool last_round) {
-  static_assert(SPEC == kExactAny || D == DType::kBFloat16, "the specialized kernel is the bf16 one");
+  static_assert(CONFIG == kConfigAny || D == DType::kBFloat16, "the specialized kernels are bf16 ones");
   // kSpec: forward (a.backward is read as false), compensator arguments from spec_args.
-  constexpr bool kSpec = SPEC != kExactAny;
-  const CompensatorArgs spec_args = exact_comp_args<SPEC>(a);
+  constexpr bool kSpec = CONFIG != kConfigAny;
+  const CompensatorArgs spec_args = configured<CONFIG>(a.comp);
   const CompensatorArgs& comp_args = kSpec ? spec_args : a.comp;
   __shared__ int group_bad[kExactChunk / kMinGroup];
   const unsigned long long epoch = a.control->seq + 1;
@@ -366,16 +343,16 @@ __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallA
 }
 
 // The kernel's three dtype variants and the specialized bf16 ones.
-constexpr int kExactSpecs[] = {kExactDual, kExactDual | kExactLocal, kExactDual | kExactBf16State,
-                               kExactDual | kExactLocal | kExactBf16State};
+constexpr int kExactConfigs[] = {kConfigDual, kConfigDual | kConfigLocal, kConfigDual | kConfigBf16State,
+                               kConfigDualLocalBf16};
 const void* const kExactVariants[] = {
     reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat32>),
     reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16>),
     reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kFloat16>),
-    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactSpecs[0]>),
-    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactSpecs[1]>),
-    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactSpecs[2]>),
-    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactSpecs[3]>)};
+    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactConfigs[0]>),
+    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactConfigs[1]>),
+    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactConfigs[2]>),
+    reinterpret_cast<const void*>(exact_allreduce_kernel<DType::kBFloat16, kExactConfigs[3]>)};
 
 }  // namespace
 
@@ -399,16 +376,16 @@ cudaError_t exact_allreduce(const CallArgs& a, bool last_round, int grid, cudaSt
       exact_allreduce_kernel<DType::kFloat32><<<grid, kBlockThreads, 0, stream>>>(a, last_round);
       break;
     case DType::kBFloat16:
-      switch (exact_spec(a)) {
-#define ECHO_EXACT_SPEC(S)                                                                        \
+      switch (exact_config(a)) {
+#define ECHO_EXACT_CONFIG(S)                                                                        \
   case S:                                                                                         \
     exact_allreduce_kernel<DType::kBFloat16, S><<<grid, kBlockThreads, 0, stream>>>(a, last_round); \
     break;
-        ECHO_EXACT_SPEC(kExactSpecs[0])
-        ECHO_EXACT_SPEC(kExactSpecs[1])
-        ECHO_EXACT_SPEC(kExactSpecs[2])
-        ECHO_EXACT_SPEC(kExactSpecs[3])
-#undef ECHO_EXACT_SPEC
+        ECHO_EXACT_CONFIG(kExactConfigs[0])
+        ECHO_EXACT_CONFIG(kExactConfigs[1])
+        ECHO_EXACT_CONFIG(kExactConfigs[2])
+        ECHO_EXACT_CONFIG(kExactConfigs[3])
+#undef ECHO_EXACT_CONFIG
         default:
           exact_allreduce_kernel<DType::kBFloat16><<<grid, kBlockThreads, 0, stream>>>(a, last_round);
       }

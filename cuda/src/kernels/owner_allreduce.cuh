@@ -148,9 +148,6 @@ struct OwnerStages {
   static constexpr bool kStaged = (COMP && E <= 16) || (!COMP && E == 32 && BITS == 4);
   static constexpr int kStagedStateBytes = COMP ? (E == 8 ? 4 : 2) : 0;
   using Staged = StagedLane<D, E, kStagedStateBytes>;
-  // Compensator configurations of the lean loops (comp_args()).
-  static constexpr int kSpecAny = 0;
-  static constexpr int kSpecDualLocalBf16 = 1;
   const CallArgs& a;
   unsigned long long epoch;
   Scaling sc;
@@ -259,20 +256,20 @@ struct OwnerStages {
     return kStaged && (LEAN || (Staged::holds(a.comp) && g.active && g.valid == E && in_aligned));
   }
   // Staged variants: the copies of the block iteration at `base` into buffer `buf`.
-  template <bool LEAN = false, int SPEC = kSpecAny>
+  template <bool LEAN = false, int CONFIG = kConfigAny>
   __device__ __forceinline__ void stage(std::size_t base, std::size_t end, int buf) const {
     if constexpr (kStaged) {
       const LaneGroup n = lane_group<LEAN>(base, end);
-      staged.issue(staged_lane<LEAN>(n), a.in, comp_args<SPEC>(), n.e0, buf);
+      staged.issue(staged_lane<LEAN>(n), a.in, configured<CONFIG>(a.comp), n.e0, buf);
     }
   }
   // Staged variants, at the top of the iteration at `base` that reads buffer `buf`: the next
   // iteration's copies go out into the other buffer, then this one's are waited for.
-  template <bool LEAN = false, int SPEC = kSpecAny>
+  template <bool LEAN = false, int CONFIG = kConfigAny>
   __device__ __forceinline__ void stage_next(std::size_t base, std::size_t end, int buf) const {
     if constexpr (kStaged) {
       if (base + lm.groups_per_block < end) {
-        stage<LEAN, SPEC>(base + lm.groups_per_block, end, buf ^ 1);
+        stage<LEAN, CONFIG>(base + lm.groups_per_block, end, buf ^ 1);
         cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
@@ -299,23 +296,11 @@ struct OwnerStages {
     if (!LEAN && a.compensated != nullptr) store_f32_canonical<E>(a.compensated + g.e0, g.valid, x);
   }
 
-  // Compensator configurations the lean loops are compiled for: kSpecAny reads the call's
-  // configuration at run time; kSpecDualLocalBf16 (the dual compensator with the local residual
-  // and bf16 state, the configuration whose HBM floor leaves room for the compensated target)
-  // fixes mode, residual and state type at compile time, so that their branches fold away
-  // (docs/performance.md, item 28). The values are the call's either way: only the dispatch in
-  // push() and reduce() decides, from the call's arguments.
-  template <int SPEC>
-  __device__ __forceinline__ CompensatorArgs comp_args() const {
-    CompensatorArgs c = a.comp;
-    if constexpr (SPEC == kSpecDualLocalBf16) {
-      c.mode = CompensatorMode::kDual;
-      c.residual = ResidualMode::kLocal;
-      c.bf16_state = true;
-    }
-    return c;
-  }
-  // Whether this call's lean tiles run the kSpecDualLocalBf16 copies.
+  // Whether this call's lean tiles run the copies compiled for kConfigDualLocalBf16 (kernel_args.h):
+  // the dual compensator with the local residual and bf16 state, the configuration whose HBM floor
+  // leaves room for the compensated target (docs/performance.md, item 28). Spelled out rather than
+  // as compensator_config(a.comp) == kConfigDualLocalBf16, which adds 8 instructions to the fused
+  // 8-element kernels.
   __device__ __forceinline__ bool dual_local_bf16() const {
     return COMP && E == 8 && a.comp.mode == CompensatorMode::kDual && a.comp.residual == ResidualMode::kLocal &&
            a.comp.bf16_state;
@@ -346,7 +331,7 @@ struct OwnerStages {
       if (lean_tile(tr, false)) {
         if constexpr (COMP && E == 8) {
           if (dual_local_bf16()) {
-            push_tile<true, kSpecDualLocalBf16>(dest, tile, tr);
+            push_tile<true, kConfigDualLocalBf16>(dest, tile, tr);
             return;
           }
         }
@@ -356,9 +341,9 @@ struct OwnerStages {
     }
     push_tile<false>(dest, tile, tr);
   }
-  template <bool LEAN, int SPEC = kSpecAny>
+  template <bool LEAN, int CONFIG = kConfigAny>
   __device__ __forceinline__ void push_tile(int dest, int tile, const TileRange& tr) {
-    const CompensatorArgs c = comp_args<SPEC>();
+    const CompensatorArgs c = configured<CONFIG>(a.comp);
     const std::size_t seg_first = static_cast<std::size_t>(dest) * a.groups_per_segment;
     // P2P: straight into the owner's receive slot of this rank. NCCL: into the local send slot of
     // the owner (the gather region is idle until the reduce launch).
@@ -371,10 +356,10 @@ struct OwnerStages {
     const QuantParams qp{BITS, a.kind};
     Input next = first_input<LEAN>(tr);
     int buf = 0;
-    stage<LEAN, SPEC>(tr.first, tr.end, buf);
+    stage<LEAN, CONFIG>(tr.first, tr.end, buf);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
       const LaneGroup g = lane_group<LEAN>(base, tr.end);
-      stage_next<LEAN, SPEC>(base, tr.end, buf);
+      stage_next<LEAN, CONFIG>(base, tr.end, buf);
       const Input cur = take_input<LEAN>(base, tr.end, g, next);
       float x[E], m1[E], m2[E];
       entry<LEAN>(c, g, cur, buf, x, m1, m2);
@@ -472,16 +457,16 @@ struct OwnerStages {
     if constexpr (kLeanVariant) {
       if (lean_tile(tr, true)) {
         if constexpr (COMP && E == 8) {
-          if (dual_local_bf16()) return reduce_tile<true, kSpecDualLocalBf16>(tile, tr);
+          if (dual_local_bf16()) return reduce_tile<true, kConfigDualLocalBf16>(tile, tr);
         }
         return reduce_tile<true>(tile, tr);
       }
     }
     return reduce_tile<false>(tile, tr);
   }
-  template <bool LEAN, int SPEC = kSpecAny>
+  template <bool LEAN, int CONFIG = kConfigAny>
   __device__ __forceinline__ bool reduce_tile(int tile, const TileRange& tr) {
-    const CompensatorArgs c = comp_args<SPEC>();
+    const CompensatorArgs c = configured<CONFIG>(a.comp);
     char* own = a.peer_base[a.rank];
     const unsigned long long w0 = kJobTrace && a.job_trace != nullptr ? globaltimer_ns() : 0;
     for (int r = 0; r < a.ranks && !a.nccl; ++r) {
@@ -497,10 +482,10 @@ struct OwnerStages {
     unsigned long long poisoned = 0;
     Input next = first_input<LEAN>(tr);
     int buf = 0;
-    stage<LEAN, SPEC>(tr.first, tr.end, buf);
+    stage<LEAN, CONFIG>(tr.first, tr.end, buf);
     for (std::size_t base = tr.first; base < tr.end; base += lm.groups_per_block, buf ^= 1) {
       const LaneGroup g = lane_group<LEAN>(base, tr.end);
-      stage_next<LEAN, SPEC>(base, tr.end, buf);
+      stage_next<LEAN, CONFIG>(base, tr.end, buf);
       const Input cur = take_input<LEAN>(base, tr.end, g, next);
       const std::size_t lg = g.grp - seg_first - a.round_group_begin;
       float x[E], m1[E], m2[E];

@@ -17,15 +17,22 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
+#include <exception>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "commands.h"
 #include "echo/cuda/bench_support.h"
@@ -34,6 +41,8 @@
 namespace echo::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 const char* kCmd = "bench";
 
 void cuda_ok(cudaError_t e, const char* what) {
@@ -41,6 +50,29 @@ void cuda_ok(cudaError_t e, const char* what) {
 }
 void nccl_ok(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) fail(kCmd, kExitFailure, std::string(what) + ": " + ncclGetErrorString(r));
+}
+
+void use_device(int device) { cuda_ok(cudaSetDevice(device), "cudaSetDevice"); }
+
+// Runs body(r) on one host thread per rank. fail() throws, and an exception may not leave a
+// thread: the first one is rethrown here once every thread has ended, so an error on one rank
+// ends the command with its message (the other ranks' peer waits time out in the library).
+void on_every_rank(int ranks, const std::function<void(int)>& body) {
+  std::vector<std::exception_ptr> errors(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 struct RowSpec {
@@ -114,56 +146,109 @@ struct Options {
   int graph = 0;  // calls per CUDA graph (0: one launch per call)
 };
 
-// Background peer-to-peer load: every GPU copies to the next one for `duty` of the time.
+// Background peer-to-peer load: every GPU copies to the next one for `duty` of the time. Buffers,
+// streams and each copy's calibration are set up, and checked, before start() returns; a copy that
+// fails later ends its loop, and stop() reports it (the rows timed meanwhile ran without the load).
 class Background {
  public:
+  ~Background() { halt(); }
   void start(const std::vector<int>& devs, double duty) {
     if (duty <= 0.0 || devs.size() < 2) return;
-    stop_ = false;
+    lanes_.resize(devs.size());
     for (std::size_t g = 0; g < devs.size(); ++g) {
-      threads_.emplace_back([this, devs, g, duty] {
-        const int src = devs[g], dst = devs[(g + 1) % devs.size()];
-        const std::size_t bytes = 64 << 20;
-        void *a = nullptr, *b = nullptr;
-        cudaSetDevice(dst);
-        cudaMalloc(&b, bytes);
-        cudaSetDevice(src);
-        cudaMalloc(&a, bytes);
-        cudaStream_t s;
-        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-        cudaEvent_t e0, e1;
-        cudaEventCreate(&e0);
-        cudaEventCreate(&e1);
-        cudaEventRecord(e0, s);
-        cudaMemcpyPeerAsync(b, dst, a, src, bytes, s);
-        cudaEventRecord(e1, s);
-        cudaEventSynchronize(e1);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, e0, e1);
-        const double idle_us = ms * 1e3 * (1.0 - duty) / duty;
-        while (!stop_) {
-          for (int k = 0; k < 4; ++k) {
-            cudaMemcpyPeerAsync(b, dst, a, src, bytes, s);
-            if (idle_us > 1.0) (void)cuda::bench::spin(idle_us, s);
-          }
-          cudaStreamSynchronize(s);
-        }
-        cudaStreamSynchronize(s);
-        cudaFree(a);
-        cudaSetDevice(dst);
-        cudaFree(b);
-      });
+      Lane& l = lanes_[g];
+      l.src = devs[g];
+      l.dst = devs[(g + 1) % devs.size()];
+      cuda_ok(cudaSetDevice(l.dst), "background: cudaSetDevice");
+      cuda_ok(cudaMalloc(&l.b, kBytes), "background: cudaMalloc");
+      cuda_ok(cudaSetDevice(l.src), "background: cudaSetDevice");
+      cuda_ok(cudaMalloc(&l.a, kBytes), "background: cudaMalloc");
+      cuda_ok(cudaStreamCreateWithFlags(&l.s, cudaStreamNonBlocking), "background: cudaStreamCreate");
+      cudaEvent_t e0, e1;
+      cuda_ok(cudaEventCreate(&e0), "background: cudaEventCreate");
+      cuda_ok(cudaEventCreate(&e1), "background: cudaEventCreate");
+      cuda_ok(cudaEventRecord(e0, l.s), "background: cudaEventRecord");
+      cuda_ok(cudaMemcpyPeerAsync(l.b, l.dst, l.a, l.src, kBytes, l.s), "background: cudaMemcpyPeerAsync");
+      cuda_ok(cudaEventRecord(e1, l.s), "background: cudaEventRecord");
+      cuda_ok(cudaEventSynchronize(e1), "background: calibration copy");
+      float ms = 0;
+      cuda_ok(cudaEventElapsedTime(&ms, e0, e1), "background: cudaEventElapsedTime");
+      cuda_ok(cudaEventDestroy(e0), "background: cudaEventDestroy");
+      cuda_ok(cudaEventDestroy(e1), "background: cudaEventDestroy");
+      l.idle_us = ms * 1e3 * (1.0 - duty) / duty;
     }
+    stop_ = false;
+    for (Lane& l : lanes_) threads_.emplace_back([this, &l] { loop(l); });
   }
+  // Ends the copy loops; fails if one of them hit an error.
   void stop() {
-    stop_ = true;
-    for (auto& t : threads_) t.join();
-    threads_.clear();
+    halt();
+    if (!error_.empty()) fail(kCmd, kExitFailure, error_);
   }
 
  private:
+  static constexpr std::size_t kBytes = 64 << 20;
+  struct Lane {
+    int src = 0, dst = 0;
+    void *a = nullptr, *b = nullptr;
+    cudaStream_t s = nullptr;
+    double idle_us = 0;
+  };
+
+  void loop(const Lane& l) {
+    cudaError_t e = cudaSetDevice(l.src);
+    std::string what = "cudaSetDevice";
+    while (e == cudaSuccess && !stop_) {
+      for (int k = 0; k < 4 && e == cudaSuccess; ++k) {
+        e = cudaMemcpyPeerAsync(l.b, l.dst, l.a, l.src, kBytes, l.s);
+        what = "cudaMemcpyPeerAsync";
+        if (e == cudaSuccess && l.idle_us > 1.0) {
+          const Status st = cuda::bench::spin(l.idle_us, l.s);
+          if (!st.ok()) {
+            record("background: GPU " + std::to_string(l.src) + ": idle kernel: " + st.message());
+            return;
+          }
+        }
+      }
+      if (e == cudaSuccess) {
+        e = cudaStreamSynchronize(l.s);
+        what = "copy";
+      }
+    }
+    if (e != cudaSuccess) {
+      record("background: GPU " + std::to_string(l.src) + " -> " + std::to_string(l.dst) + ": " + what + ": " +
+             cudaGetErrorString(e));
+    }
+  }
+  void record(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_.empty()) error_ = message;
+  }
+  // Joins the loops and frees the buffers (errors of the clean-up itself are not reported).
+  void halt() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    for (Lane& l : lanes_) {
+      (void)cudaSetDevice(l.src);
+      if (l.s != nullptr) {
+        (void)cudaStreamSynchronize(l.s);
+        (void)cudaStreamDestroy(l.s);
+      }
+      if (l.a != nullptr) (void)cudaFree(l.a);
+      if (l.b != nullptr) {
+        (void)cudaSetDevice(l.dst);
+        (void)cudaFree(l.b);
+      }
+    }
+    lanes_.clear();
+  }
+
   std::atomic<bool> stop_{false};
+  std::vector<Lane> lanes_;
   std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::string error_;
 };
 
 struct Context {
@@ -189,58 +274,48 @@ struct Context {
 std::vector<double> time_loop(Context& c, int warmup, int iters, const std::function<void(int)>& op,
                               int graph = 0, const std::function<void(int)>& close = nullptr) {
   std::vector<std::vector<double>> per(c.P, std::vector<double>(iters));
-  std::vector<std::thread> th;
-  std::vector<std::string> errors(c.P);
-  for (int r = 0; r < c.P; ++r) {
-    th.emplace_back([&, r] {
-      cudaSetDevice(c.devs[r]);
-      for (int k = 0; k < warmup; ++k) op(r);
+  on_every_rank(c.P, [&](int r) {
+    const std::string rank = "rank " + std::to_string(r) + ": ";
+    auto ok = [&](cudaError_t e, const char* what) { cuda_ok(e, (rank + what).c_str()); };
+    const cudaStream_t stream = c.streams[r];
+    ok(cudaSetDevice(c.devs[r]), "cudaSetDevice");
+    for (int k = 0; k < warmup; ++k) op(r);
+    if (close) close(r);
+    ok(cudaStreamSynchronize(stream), "warm-up calls");
+    cudaGraphExec_t exec = nullptr;
+    if (graph > 0) {
+      const std::string what = "CUDA graph of " + std::to_string(graph) + " calls";
+      cudaGraph_t g = nullptr;
+      ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), (what + ", begin capture").c_str());
+      for (int k = 0; k < graph; ++k) op(r);
       if (close) close(r);
-      cudaStreamSynchronize(c.streams[r]);
-      cudaGraphExec_t exec = nullptr;
-      if (graph > 0) {
-        cudaGraph_t g = nullptr;
-        cudaError_t e = cudaStreamBeginCapture(c.streams[r], cudaStreamCaptureModeThreadLocal);
-        if (e == cudaSuccess) {
-          for (int k = 0; k < graph; ++k) op(r);
-          if (close) close(r);
-          e = cudaStreamEndCapture(c.streams[r], &g);
-        }
-        if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, g, 0);
-        if (g != nullptr) cudaGraphDestroy(g);
-        if (e == cudaSuccess) e = cudaGraphLaunch(exec, c.streams[r]);  // uploads the graph
-        if (e == cudaSuccess) e = cudaStreamSynchronize(c.streams[r]);
-        if (e != cudaSuccess) {
-          errors[r] = std::string("rank ") + std::to_string(r) + ": CUDA graph of " + std::to_string(graph) +
-                      " calls: " + cudaGetErrorString(e);
-          return;  // the other ranks' replays time out in the library's peer waits and fail too
-        }
+      ok(cudaStreamEndCapture(stream, &g), (what + ", end capture").c_str());
+      const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+      (void)cudaGraphDestroy(g);
+      ok(e, (what + ", instantiate").c_str());
+      ok(cudaGraphLaunch(exec, stream), (what + ", upload").c_str());  // the first launch uploads it
+      ok(cudaStreamSynchronize(stream), (what + ", upload").c_str());
+    }
+    std::vector<cudaEvent_t> ev(iters + 1);
+    for (auto& e : ev) ok(cudaEventCreate(&e), "cudaEventCreate");
+    ok(cudaEventRecord(ev[0], stream), "cudaEventRecord");
+    for (int k = 0; k < iters; ++k) {
+      if (exec != nullptr) {
+        ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+      } else {
+        op(r);
       }
-      std::vector<cudaEvent_t> ev(iters + 1);
-      for (auto& e : ev) cudaEventCreate(&e);
-      cudaEventRecord(ev[0], c.streams[r]);
-      for (int k = 0; k < iters; ++k) {
-        if (exec != nullptr) {
-          cudaGraphLaunch(exec, c.streams[r]);
-        } else {
-          op(r);
-        }
-        cudaEventRecord(ev[k + 1], c.streams[r]);
-      }
-      cudaStreamSynchronize(c.streams[r]);
-      for (int k = 0; k < iters; ++k) {
-        float ms = 0;
-        cudaEventElapsedTime(&ms, ev[k], ev[k + 1]);
-        per[r][k] = graph > 0 ? ms / graph : ms;
-      }
-      for (auto& e : ev) cudaEventDestroy(e);
-      if (exec != nullptr) cudaGraphExecDestroy(exec);
-    });
-  }
-  for (auto& t : th) t.join();
-  for (const std::string& e : errors) {
-    if (!e.empty()) fail(kCmd, kExitFailure, e);
-  }
+      ok(cudaEventRecord(ev[k + 1], stream), "cudaEventRecord");
+    }
+    ok(cudaStreamSynchronize(stream), "timed calls");
+    for (int k = 0; k < iters; ++k) {
+      float ms = 0;
+      ok(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]), "cudaEventElapsedTime");
+      per[r][k] = graph > 0 ? ms / graph : ms;
+    }
+    for (auto& e : ev) ok(cudaEventDestroy(e), "cudaEventDestroy");
+    if (exec != nullptr) ok(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+  });
   std::vector<double> worst(iters, 0.0);
   for (int r = 0; r < c.P; ++r) {
     for (int k = 0; k < iters; ++k) worst[k] = std::max(worst[k], per[r][k]);
@@ -274,7 +349,7 @@ struct Verify {
 };
 
 Verify verify(Context& c, std::size_t count) {
-  cudaSetDevice(c.devs[0]);
+  use_device(c.devs[0]);
   cuda_ok(cudaMemset(c.sums, 0, 2 * sizeof(double)), "memset");
   cuda_ok(cudaMemset(c.mismatches, 0, sizeof(unsigned long long)), "memset");
   check(kCmd, cuda::bench::error_norms(c.ref, c.out[0], count, DType::kBFloat16, c.sums, nullptr));
@@ -292,12 +367,12 @@ Verify verify(Context& c, std::size_t count) {
 
 void prepare_inputs(Context& c, std::size_t count) {
   for (int r = 0; r < c.P; ++r) {
-    cudaSetDevice(c.devs[r]);
+    use_device(c.devs[r]);
     check(kCmd, cuda::bench::fill_random(c.in[r], count, DType::kBFloat16, 1234 + r, nullptr));
     cuda_ok(cudaDeviceSynchronize(), "fill");
   }
   if (c.opt.skip_verify) return;
-  cudaSetDevice(c.devs[0]);
+  use_device(c.devs[0]);
   for (int r = 0; r < c.P; ++r) {
     const void* src = c.in[r];
     if (r != 0) {
@@ -337,7 +412,7 @@ Measured run_row(Context& c, const RowSpec& row, std::size_t count) {
     const bool comp = row.mode != CompensatorMode::kOff;
     if (comp) {
       for (int r = 0; r < c.P; ++r) {
-        cudaSetDevice(c.devs[r]);
+        use_device(c.devs[r]);
         check(kCmd, cuda::reset_compensator(c.states[r], c.streams[r]));
       }
     }
@@ -371,56 +446,64 @@ std::string fmt(double v, int prec) {
   return o.str();
 }
 
+// Every rank's GPU made current and idle.
+void synchronize_all(const Context& c, const char* what) {
+  for (int r = 0; r < c.P; ++r) {
+    use_device(c.devs[r]);
+    cuda_ok(cudaDeviceSynchronize(), what);
+  }
+}
+
+// Each measurement runs three times; the third is reported (the first two warm the links up).
 void measure_links(Context& c, std::ostream& out) {
   if (c.P < 2) return;
   const std::size_t bytes = 256 << 20;
   std::vector<void*> src(c.P), dst(c.P * c.P, nullptr);
   for (int r = 0; r < c.P; ++r) {
-    cudaSetDevice(c.devs[r]);
-    cuda_ok(cudaMalloc(&src[r], bytes), "malloc");
+    use_device(c.devs[r]);
+    cuda_ok(cudaMalloc(&src[r], bytes), "link test: cudaMalloc");
     for (int q = 0; q < c.P; ++q) {
-      if (q != r) cuda_ok(cudaMalloc(&dst[r * c.P + q], bytes), "malloc");  // on r, written by q
+      if (q != r) cuda_ok(cudaMalloc(&dst[r * c.P + q], bytes), "link test: cudaMalloc");  // on r, written by q
     }
   }
-  auto timed = [&](bool all) {
+  // Copy engines: GPU 0 to GPU 1 alone, or every GPU to all its peers at once.
+  auto copies_timed = [&](bool all) {
     std::vector<std::vector<cudaStream_t>> s(c.P, std::vector<cudaStream_t>(c.P));
-    std::vector<cudaEvent_t> e0(c.P), e1(c.P);
     for (int r = 0; r < c.P; ++r) {
-      cudaSetDevice(c.devs[r]);
-      for (auto& x : s[r]) cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking);
-      cudaEventCreate(&e0[r]);
-      cudaEventCreate(&e1[r]);
+      use_device(c.devs[r]);
+      for (auto& x : s[r]) cuda_ok(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking), "link test: cudaStreamCreate");
     }
-    double worst = 0;
+    double t = 0;
     for (int rep = 0; rep < 3; ++rep) {
-      for (int r = 0; r < c.P; ++r) cudaSetDevice(c.devs[r]), cudaDeviceSynchronize();
+      synchronize_all(c, "link test");
       const auto t0 = std::chrono::steady_clock::now();
       for (int r = 0; r < (all ? c.P : 1); ++r) {
-        cudaSetDevice(c.devs[r]);
+        use_device(c.devs[r]);
         for (int q = 0; q < (all ? c.P : 2); ++q) {
           if (q == r) continue;
-          cudaMemcpyPeerAsync(dst[q * c.P + r], c.devs[q], src[r], c.devs[r], bytes, s[r][q]);
+          cuda_ok(cudaMemcpyPeerAsync(dst[q * c.P + r], c.devs[q], src[r], c.devs[r], bytes, s[r][q]),
+                  "link test: cudaMemcpyPeerAsync");
         }
       }
-      for (int r = 0; r < c.P; ++r) cudaSetDevice(c.devs[r]), cudaDeviceSynchronize();
-      worst = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      synchronize_all(c, "link test: peer copies");
+      t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     for (int r = 0; r < c.P; ++r) {
-      cudaSetDevice(c.devs[r]);
-      for (auto& x : s[r]) cudaStreamDestroy(x);
+      use_device(c.devs[r]);
+      for (auto& x : s[r]) cuda_ok(cudaStreamDestroy(x), "link test: cudaStreamDestroy");
     }
-    return worst;
+    return t;
   };
-  const double one = timed(false);
-  const double all = timed(true);
+  const double one = copies_timed(false);
+  const double all = copies_timed(true);
   // SM-driven: every GPU's kernel stores into (loads from) all its peers at once.
   auto sm_timed = [&](bool store) {
     double t = 0;
     for (int rep = 0; rep < 3; ++rep) {
-      for (int r = 0; r < c.P; ++r) cudaSetDevice(c.devs[r]), cudaDeviceSynchronize();
+      synchronize_all(c, "link test");
       const auto t0 = std::chrono::steady_clock::now();
       for (int r = 0; r < c.P; ++r) {
-        cudaSetDevice(c.devs[r]);
+        use_device(c.devs[r]);
         std::vector<void*> peers;
         for (int q = 0; q < c.P; ++q) {
           if (q != r) peers.push_back(dst[q * c.P + r]);  // lives on q
@@ -431,7 +514,7 @@ void measure_links(Context& c, std::ostream& out) {
           check(kCmd, cuda::bench::peer_load(peers.data(), static_cast<int>(peers.size()), bytes, src[r], nullptr));
         }
       }
-      for (int r = 0; r < c.P; ++r) cudaSetDevice(c.devs[r]), cudaDeviceSynchronize();
+      synchronize_all(c, store ? "link test: peer stores" : "link test: peer loads");
       t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     return t;
@@ -443,23 +526,61 @@ void measure_links(Context& c, std::ostream& out) {
   out << "# peer copy bandwidth: one copy " << fmt(bytes / one / 1e9, 1) << " GB/s; every GPU to all "
       << (c.P - 1) << " peers at once " << fmt(bytes * (c.P - 1) / all / 1e9, 1) << " GB/s egress per GPU\n";
   for (int r = 0; r < c.P; ++r) {
-    cudaSetDevice(c.devs[r]);
-    cudaFree(src[r]);
+    use_device(c.devs[r]);
+    cuda_ok(cudaFree(src[r]), "link test: cudaFree");
     for (int q = 0; q < c.P; ++q) {
-      if (dst[r * c.P + q]) cudaFree(dst[r * c.P + q]);
+      if (dst[r * c.P + q]) cuda_ok(cudaFree(dst[r * c.P + q]), "link test: cudaFree");
     }
   }
 }
 
+// Refuses a --markdown file that could not be written at the end of the run, before the run.
+void check_markdown_target(const std::string& path) {
+  if (path.empty()) return;
+  const fs::path dir = fs::absolute(fs::path(path)).parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) fail(kCmd, kExitBadInput, "--markdown " + path + ": no directory " + dir.string());
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) {
+    fail(kCmd, kExitBadInput, "--markdown " + path + ": not a regular file");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) fail(kCmd, kExitBadInput, "--markdown " + path + ": " + dir.string() + " is not writable");
+}
+
+// Appends `text` to the file at `path` through a temporary file beside it and a rename, so that a
+// failure leaves the file as it was.
+void append_markdown(const std::string& path, const std::string& text) {
+  std::string before;
+  if (fs::exists(path)) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(kCmd, kExitFailure, "cannot read " + path);
+    before.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) fail(kCmd, kExitFailure, "cannot read " + path);
+  }
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << before << text;
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      fail(kCmd, kExitFailure, "cannot write " + tmp);
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    fail(kCmd, kExitFailure, "cannot replace " + path + ": " + ec.message());
+  }
+}
+
 void run_bench(Options opt) {
-  int gpus = 0;
-  cuda_ok(cudaGetDeviceCount(&gpus), "cudaGetDeviceCount");
-  if (gpus == 0) fail(kCmd, kExitFailure, "no CUDA device");
-  Context c;
-  c.opt = opt;
-  c.P = opt.ranks > 0 ? opt.ranks : std::min(gpus, kMaxRanks);
-  if (c.P > gpus) fail(kCmd, kExitBadInput, "bench runs one rank per GPU; --ranks exceeds the GPUs present");
-  for (int r = 0; r < c.P; ++r) c.devs.push_back(r);
+  // Everything that can be refused without a GPU is refused first.
+  if (opt.min_bytes < 2 || opt.min_bytes % 2 != 0 || opt.max_bytes % 2 != 0) {
+    fail(kCmd, kExitBadInput, "--min-bytes and --max-bytes must be positive multiples of 2 (bf16 elements)");
+  }
+  if (opt.max_bytes < opt.min_bytes) fail(kCmd, kExitBadInput, "--max-bytes is below --min-bytes");
+  check_markdown_target(opt.markdown);
   std::vector<RowSpec> rows;
   for (const auto& r : all_rows()) {
     const bool asked = std::find(opt.rows.begin(), opt.rows.end(), r.name) != opt.rows.end();
@@ -471,13 +592,22 @@ void run_bench(Options opt) {
     }
     rows.push_back(r);
   }
-  if (rows.empty()) fail(kCmd, kExitBadInput, "no known row selected (--rows)");
+  if (rows.empty()) fail(kCmd, kExitBadInput, "no row selected (--rows)");
   const std::size_t max_count = opt.max_bytes / 2;
+
+  int gpus = 0;
+  cuda_ok(cudaGetDeviceCount(&gpus), "cudaGetDeviceCount");
+  if (gpus == 0) fail(kCmd, kExitFailure, "no CUDA device");
+  Context c;
+  c.opt = opt;
+  c.P = opt.ranks > 0 ? opt.ranks : std::min(gpus, kMaxRanks);
+  if (c.P > gpus) fail(kCmd, kExitBadInput, "bench runs one rank per GPU; --ranks exceeds the GPUs present");
+  for (int r = 0; r < c.P; ++r) c.devs.push_back(r);
 
   cudaDeviceProp prop{};
   cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   int driver = 0;
-  cudaDriverGetVersion(&driver);
+  cuda_ok(cudaDriverGetVersion(&driver), "cudaDriverGetVersion");
   std::ostringstream head;
   const std::time_t now = std::time(nullptr);
   char date[32];
@@ -504,7 +634,7 @@ void run_bench(Options opt) {
     cuda_ok(cudaMalloc(&c.out[r], max_count * 2), "malloc");
     check(kCmd, cuda::bench::matmul_create(matmul_max_rows(opt), opt.mm_n, opt.mm_k, &c.mm[r]));
   }
-  cudaSetDevice(c.devs[0]);
+  use_device(c.devs[0]);
   cuda_ok(cudaMalloc(&c.ref, max_count * sizeof(double)), "malloc");
   cuda_ok(cudaMalloc(&c.scratch, max_count * 2), "malloc");
   cuda_ok(cudaMalloc(&c.sums, 2 * sizeof(double)), "malloc");
@@ -528,7 +658,7 @@ void run_bench(Options opt) {
 
   // Load the idle kernel now: a first launch inside the timed loops could synchronize a device.
   for (int r = 0; r < c.P; ++r) {
-    cudaSetDevice(c.devs[r]);
+    use_device(c.devs[r]);
     check(kCmd, cuda::bench::spin(1.0, nullptr));
     cuda_ok(cudaDeviceSynchronize(), "spin");
   }
@@ -566,21 +696,21 @@ void run_bench(Options opt) {
     }
   }
   bg.stop();
-  if (!opt.markdown.empty()) {
-    std::ofstream md(opt.markdown, std::ios::app);
-    if (!md) fail(kCmd, kExitBadInput, "cannot write " + opt.markdown);
-    md << "\n" << head.str() << "\n" << table.str();
-  }
+  synchronize_all(c, "end of the run");
+  if (!opt.markdown.empty()) append_markdown(opt.markdown, "\n" + head.str() + "\n" + table.str());
   for (int r = 0; r < c.P; ++r) {
-    cudaSetDevice(c.devs[r]);
-    cudaDeviceSynchronize();
-    cuda::destroy_compensator(c.states[r]);
-    cuda::destroy(c.p2p[r]);
-    cuda::destroy(c.ncclt[r]);
-    ncclCommDestroy(c.nccl[r]);
-    cuda::bench::matmul_destroy(c.mm[r]);
-    cudaFree(c.in[r]);
-    cudaFree(c.out[r]);
+    use_device(c.devs[r]);
+    check(kCmd, cuda::destroy_compensator(c.states[r]));
+    check(kCmd, cuda::destroy(c.p2p[r]));
+    check(kCmd, cuda::destroy(c.ncclt[r]));
+    nccl_ok(ncclCommDestroy(c.nccl[r]), "ncclCommDestroy");
+    check(kCmd, cuda::bench::matmul_destroy(c.mm[r]));
+    cuda_ok(cudaFree(c.in[r]), "cudaFree");
+    cuda_ok(cudaFree(c.out[r]), "cudaFree");
+  }
+  use_device(c.devs[0]);
+  for (void* p : {static_cast<void*>(c.ref), c.scratch, static_cast<void*>(c.sums), static_cast<void*>(c.mismatches)}) {
+    cuda_ok(cudaFree(p), "cudaFree");
   }
 }
 
@@ -589,18 +719,20 @@ void run_bench(Options opt) {
 void register_bench(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(kCmd, "Echo all-reduce against NCCL on the GPUs present (nccl-tests columns)");
-  sub->add_option("--ranks", opt->ranks, "ranks, one per GPU (default: every GPU, at most 8)");
+  sub->add_option("--ranks", opt->ranks, "ranks, one per GPU (default: every GPU, at most 8)")
+      ->check(CLI::Range(0, kMaxRanks));
   sub->add_option("-b,--min-bytes", opt->min_bytes, "smallest message in bytes of bf16")->capture_default_str();
   sub->add_option("-e,--max-bytes", opt->max_bytes, "largest message in bytes of bf16")->capture_default_str();
   sub->add_option("-f,--factor", opt->factor, "size multiplier between rows")->capture_default_str()->check(CLI::Range(2, 1024));
   sub->add_option("-n,--iters", opt->iters, "timed iterations per row (median)")->capture_default_str()->check(CLI::Range(1, 100000));
   sub->add_option("-w,--warmup", opt->warmup, "warm-up iterations per row")->capture_default_str();
+  std::vector<std::string> names;
+  for (const RowSpec& r : all_rows()) names.push_back(r.name);
   sub->add_option("--rows", opt->rows,
-                  "rows to run: nccl-bf16 nccl-t8 nccl-t4 echo8 echo4 echo4-comp-global echo4-comp-local "
-                  "echo4-comp-global-alone echo4-comp-local-alone echo4-comp-global-bf16 echo4-comp-local-bf16 "
-                  "echo4-comp-global-bf16-matmul echo4-comp-local-bf16-matmul echo4-quant exact (default: all; "
-                  "the -bf16 rows time the compensated call alone with bf16 state, the -bf16-matmul rows with "
-                  "bf16 state as the paper does, matmul + all-reduce minus the matmul alone)");
+                  "rows to run (default: all; the -bf16 rows time the compensated call alone with bf16 "
+                  "state, the -bf16-matmul rows with bf16 state as the paper does, matmul + all-reduce minus "
+                  "the matmul alone)")
+      ->check(CLI::IsMember(names));
   sub->add_option("--background-duty", opt->duty, "fraction of time each GPU copies to the next one (0: off)")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   sub->add_option("--matmul-m", opt->mm_m,

@@ -22,41 +22,76 @@
 using namespace echo;
 using namespace echo::cuda;
 
+namespace {
+
+// A failed CUDA call or library status ends the probe: its times would mean nothing.
+void ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "echo_cuda_stage_probe: %s: %s\n", what, cudaGetErrorString(e));
+  std::exit(1);
+}
+void ok(const Status& s, const char* what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "echo_cuda_stage_probe: %s: %s\n", what, s.message().c_str());
+  std::exit(1);
+}
+
+// A whole decimal number in [lo, hi], or the usage error naming the argument.
+long long argument(int argc, char** argv, int i, long long fallback, long long lo, long long hi, const char* name) {
+  if (argc <= i) return fallback;
+  char* end = nullptr;
+  const long long v = std::strtoll(argv[i], &end, 10);
+  if (end == argv[i] || *end != '\0' || v < lo || v > hi) {
+    std::fprintf(stderr,
+                 "echo_cuda_stage_probe: %s must be a whole number in [%lld, %lld], got '%s'\n"
+                 "usage: echo_cuda_stage_probe [elements] [ranks] [bits 4|8] [compensator] [tiles_per_wave]\n",
+                 name, lo, hi, argv[i]);
+    std::exit(2);
+  }
+  return v;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  const std::size_t n = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (std::size_t{1} << 29);
-  const int P = argc > 2 ? std::atoi(argv[2]) : 4;
-  const int bits = argc > 3 ? std::atoi(argv[3]) : 4;
+  const auto n = static_cast<std::size_t>(argument(argc, argv, 1, 1LL << 29, 1, 1LL << 34, "elements"));
+  const int P = static_cast<int>(argument(argc, argv, 2, 4, 2, kMaxRanks, "ranks"));
+  const int bits = static_cast<int>(argument(argc, argv, 3, 4, 4, 8, "bits"));
+  if (bits != 4 && bits != 8) {
+    std::fprintf(stderr, "echo_cuda_stage_probe: bits must be 4 or 8, got %d\n", bits);
+    return 2;
+  }
   const std::string comp_name = argc > 4 ? argv[4] : "off";
   CompensatorSpec cs;
   if (!tools::compensator_from_name(comp_name, &cs)) {
-    std::printf("unknown compensator '%s' (%s)\n", comp_name.c_str(), tools::kCompensatorNames);
+    std::fprintf(stderr, "echo_cuda_stage_probe: unknown compensator '%s' (%s)\n", comp_name.c_str(),
+                 tools::kCompensatorNames);
     return 2;
   }
   const Compensation cw = compensation_of(cs.mode, cs.residual);
   const bool comp = cw != Compensation::kOff;
   CommOptions opt;
-  opt.tiles_per_wave = argc > 5 ? std::atoi(argv[5]) : 0;
+  opt.tiles_per_wave = static_cast<int>(argument(argc, argv, 5, 0, 0, 1 << 20, "tiles_per_wave"));
   const int dev = 0;
-  cudaSetDevice(dev);
+  ok(cudaSetDevice(dev), "cudaSetDevice");
   int devs[1] = {dev};
   Communicator* c1 = nullptr;
   // A one-rank group gives the workspace; the probe then pretends to be rank 0 of P.
   opt.slot_bytes = std::size_t{160} << 20;
-  Status s = create_group(1, devs, opt, &c1);
-  if (!s.ok()) { std::printf("%s\n", s.message().c_str()); return 1; }
+  ok(create_group(1, devs, opt, &c1), "create_group");
   Communicator& c = *c1;
   c.ranks = P;
   c.layout = make_layout(opt, P);
   void* ws = nullptr;
-  cudaMalloc(&ws, c.layout.total_bytes);
-  cudaMemset(ws, 0, c.layout.total_bytes);
+  ok(cudaMalloc(&ws, c.layout.total_bytes), "cudaMalloc (workspace)");
+  ok(cudaMemset(ws, 0, c.layout.total_bytes), "cudaMemset (workspace)");
   for (int r = 0; r < P; ++r) c.peer_base[r] = static_cast<char*>(ws);
   void *in = nullptr, *out = nullptr;
-  cudaMalloc(&in, n * 2);
-  cudaMalloc(&out, n * 2);
-  bench::fill_random(in, n, DType::kBFloat16, 5, nullptr);
+  ok(cudaMalloc(&in, n * 2), "cudaMalloc (input)");
+  ok(cudaMalloc(&out, n * 2), "cudaMalloc (output)");
+  ok(bench::fill_random(in, n, DType::kBFloat16, 5, nullptr), "fill_random");
   CompensatorBuffers* st = nullptr;
-  if (comp) create_compensator(c1, n, &st);
+  if (comp) ok(create_compensator(c1, n, &st), "create_compensator");
 
   const Segmentation seg(n, 128, P);
   CallArgs a{};
@@ -78,7 +113,7 @@ int main(int argc, char** argv) {
   a.nccl = true;
   set_compensator_args(cs, &a.comp);
   if (comp) {
-    cudaMemset(st->fresh, 0, sizeof(int));
+    ok(cudaMemset(st->fresh, 0, sizeof(int)), "cudaMemset (fresh mark)");
     a.comp.m1 = st->m1; a.comp.m2 = st->m2; a.comp.fresh = st->fresh; a.comp.stash = st->stash;
   }
   // The communicator's tiling rule (plan_schedule), for this one-GPU setup.
@@ -111,8 +146,8 @@ int main(int argc, char** argv) {
               n, P, bits, comp_name.c_str(), grid, per_sm, a.tile_groups, a.num_tiles, rounds,
               rounds > 1 ? " (each stage runs the first round only: times and rates cover that round)" : "");
   cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
+  ok(cudaEventCreate(&e0), "cudaEventCreate");
+  ok(cudaEventCreate(&e1), "cudaEventCreate");
   const char* names[3] = {"push", "reduce", "tail"};
   const int stages[3] = {kStagePush, kStageReduce, kStageTail};
   // Elements one launch covers: the first round of every segment.
@@ -123,36 +158,36 @@ int main(int argc, char** argv) {
   auto best_of_five = [&](auto launch) {
     float best = 1e30f;
     for (int rep = 0; rep < 5; ++rep) {
-      cudaEventRecord(e0);
-      launch();
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
+      ok(cudaEventRecord(e0), "cudaEventRecord");
+      ok(launch(), "launch");
+      ok(cudaEventRecord(e1), "cudaEventRecord");
+      ok(cudaEventSynchronize(e1), "kernel");
       float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
+      ok(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
       best = std::min(best, ms);
     }
     return best;
   };
   for (int k = 0; k < 3; ++k) {
     a.stages = stages[k];
-    const float best = best_of_five([&] { owner_allreduce(a, false, grid, nullptr); });
+    const float best = best_of_five([&] { return owner_allreduce(a, false, grid, nullptr); });
     std::printf("  stage %-6s %8.1f us  %6.2f G elements/s  (%s)\n", names[k], best * 1e3, elems[k] / best / 1e6,
                 cudaGetErrorString(cudaGetLastError()));
   }
   if (cw == Compensation::kGlobal) {
     // The global mode's update over the whole message (it runs on the side stream in a call).
     const int update_grid = std::max(1, c.sm_count * kAuxBlocksPerSm);
-    const float best = best_of_five([&] { compensator_update(a, update_grid, nullptr); });
+    const float best = best_of_five([&] { return compensator_update(a, update_grid, nullptr); });
     std::printf("  update %8.1f us  %6.2f G elements/s  (%s)\n", best * 1e3, static_cast<double>(n) / best / 1e6,
                 cudaGetErrorString(cudaGetLastError()));
   }
   // Bandwidth calibration: a device-local copy of the message.
   float ms = 0;
-  cudaEventRecord(e0);
-  cudaMemcpyAsync(out, in, n * 2, cudaMemcpyDeviceToDevice);
-  cudaEventRecord(e1);
-  cudaEventSynchronize(e1);
-  cudaEventElapsedTime(&ms, e0, e1);
+  ok(cudaEventRecord(e0), "cudaEventRecord");
+  ok(cudaMemcpyAsync(out, in, n * 2, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
+  ok(cudaEventRecord(e1), "cudaEventRecord");
+  ok(cudaEventSynchronize(e1), "local copy");
+  ok(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
   std::printf("  local copy of the message: %.1f us (%.0f GB/s read+write)\n", ms * 1e3, 4.0 * n / ms / 1e6);
   return 0;
 }

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "echo/dtype.h"
 #include "echo/hdf5_util.h"
@@ -245,5 +247,29 @@ BOOST_AUTO_TEST_CASE(quantize_refuses_bad_input) {
   BOOST_TEST(r.output.find("group") != std::string::npos, r.output);
   BOOST_TEST(!fs::exists(dir.file("q.h5")));
 }
+
+#ifdef ECHO_HAVE_CUDA
+// echotk bench refuses bad options before it looks for a GPU (so also on machines without one),
+// naming what is wrong, and writes no --markdown file.
+BOOST_AUTO_TEST_CASE(bench_refuses_bad_options_before_the_run) {
+  TempDir dir;
+  const std::string md = " --markdown " + dir.file("table.md");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--rows echo4 echo5" + md, "echo5"},
+      {"--ranks 9" + md, "--ranks"},
+      {"-b 3" + md, "--min-bytes"},
+      {"-b 4096 -e 2048" + md, "--max-bytes is below --min-bytes"},
+      {"--graph 20 --rows echo4-comp-local" + md, "echo4-comp-local runs a matmul"},
+      {"--markdown " + dir.file("missing/table.md"), "no directory"},
+      {"--markdown " + dir.path.string(), "not a regular file"},
+  };
+  for (const auto& [args, named] : cases) {
+    const Run r = run_echotk("bench " + args);
+    BOOST_TEST(r.exit_code == 2, args << ": " << r.output);
+    BOOST_TEST(r.output.find(named) != std::string::npos, args << ": " << r.output);
+  }
+  BOOST_TEST(dir.entries() == 0u);
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()

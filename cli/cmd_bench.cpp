@@ -37,6 +37,7 @@
 #include "commands.h"
 #include "echo/cuda/bench_support.h"
 #include "echo/cuda/communicator.h"
+#include "echo/cuda/power_monitor.h"
 
 namespace echo::cli {
 namespace {
@@ -144,6 +145,8 @@ struct Options {
   std::size_t split_tail_min = cuda::kDefaultSplitTailMinCount;
   bool skip_verify = false;
   int graph = 0;  // calls per CUDA graph (0: one launch per call)
+  double settle_below = 0.5;    // a row starts once every GPU draws at most this share of its power limit
+  double settle_max_s = 10.0;   // ... or after this many seconds
 };
 
 // Background peer-to-peer load: every GPU copies to the next one for `duty` of the time. Buffers,
@@ -662,6 +665,15 @@ void run_bench(Options opt) {
     check(kCmd, cuda::bench::spin(1.0, nullptr));
     cuda_ok(cudaDeviceSynchronize(), "spin");
   }
+  cuda::bench::PowerMonitor power(c.devs);
+  const bool settling = opt.settle_below > 0 && power.available();
+  if (settling) {
+    head << "# every row starts once each GPU draws at most " << fmt(opt.settle_below * 100, 0)
+         << "% of its power limit with no power or thermal clock limit active (NVML), or after "
+         << fmt(opt.settle_max_s, 0) << " s\n";
+  } else if (opt.settle_below > 0) {
+    head << "# rows start without waiting for the GPUs' power to settle: " << power.why() << "\n";
+  }
   std::cout << head.str();
   measure_links(c, std::cout);
   Background bg;
@@ -677,12 +689,44 @@ void run_bench(Options opt) {
   std::ostringstream table;
   table << cols << "\n|---|---:|---:|---|---:|---:|---:|---:|---:|---:|\n";
   std::cout << cols << std::endl;
+  // Notes on single rows (started before the GPUs settled, clocks held down while timed), listed
+  // after the table; the limited-time counters are read only where the driver keeps them.
+  std::vector<std::string> notes;
+  double settle_total_s = 0;
+  bool counters = power.available();
   for (std::size_t bytes = opt.min_bytes; bytes <= opt.max_bytes; bytes *= opt.factor) {
     const std::size_t count = bytes / 2;
     prepare_inputs(c, count);
     double nccl_ms = 0;
     for (const RowSpec& row : rows) {
+      const std::string cell = row.name + " at " + std::to_string(bytes) + " B";
+      if (settling) {
+        bool settled = false;
+        double waited = 0;
+        check(kCmd, power.settle(opt.settle_below, opt.settle_max_s, &settled, &waited));
+        settle_total_s += waited;
+        if (!settled) notes.push_back(cell + ": started after " + fmt(waited, 1) + " s with the GPUs not settled");
+      }
+      std::vector<unsigned long long> limited0, limited1;
+      if (counters) {
+        const Status st = power.limited_ns(&limited0);
+        if (!st.ok()) {
+          notes.push_back("clock-limit counters not read: " + st.message());
+          counters = false;
+        }
+      }
+      const auto t0 = std::chrono::steady_clock::now();
       const Measured m = run_row(c, row, count);
+      const double row_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (counters && power.limited_ns(&limited1).ok()) {
+        unsigned long long worst = 0;
+        for (std::size_t g = 0; g < limited0.size(); ++g) worst = std::max(worst, limited1[g] - limited0[g]);
+        if (worst > 0) {
+          notes.push_back(cell + ": NVML's power and thermal clock-limit counters advanced " + fmt(worst * 1e-6, 0) +
+                          " ms while the row ran for " + fmt(row_s * 1e3, 0) +
+                          " ms (most limited GPU; the counters advance in steps of up to 100 ms)");
+        }
+      }
       if (row.nccl_baseline) nccl_ms = m.ms;
       const double algbw = bytes / (m.ms * 1e-3) / 1e9;
       const double busbw = algbw * 2.0 * (c.P - 1) / c.P;
@@ -697,7 +741,21 @@ void run_bench(Options opt) {
   }
   bg.stop();
   synchronize_all(c, "end of the run");
-  if (!opt.markdown.empty()) append_markdown(opt.markdown, "\n" + head.str() + "\n" + table.str());
+  std::ostringstream tail;
+  if (settling) tail << "# waited " << fmt(settle_total_s, 1) << " s in all for the GPUs' power to settle before rows\n";
+  for (const std::string& n : notes) tail << "# " << n << "\n";
+  std::cout << tail.str();
+  if (!opt.markdown.empty()) {
+    std::string after = tail.str();
+    if (!after.empty()) {
+      // The notes as a list under the table (a line starting with '#' would be a heading there).
+      std::string list = "\n";
+      std::istringstream lines(after);
+      for (std::string l; std::getline(lines, l);) list += "- " + l.substr(2) + "\n";
+      after = list;
+    }
+    append_markdown(opt.markdown, "\n" + head.str() + "\n" + table.str() + after);
+  }
   for (int r = 0; r < c.P; ++r) {
     use_device(c.devs[r]);
     check(kCmd, cuda::destroy_compensator(c.states[r]));
@@ -765,6 +823,15 @@ void register_bench(CLI::App& app) {
   sub->add_option("--slot-mib", opt->slot_mib, "receive slot per source in MiB (0: the library's default for P ranks)")
       ->capture_default_str();
   sub->add_flag("--skip-verify", opt->skip_verify, "skip the #wrong and error columns (faster)");
+  sub->add_option("--settle-below", opt->settle_below,
+                  "start each row once every GPU draws at most this share of its power limit with no power or "
+                  "thermal clock limit active (NVML; a GPU at its limit lowers its clocks, and its power reading "
+                  "lags the load); 0: do not wait")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--settle-max-seconds", opt->settle_max_s, "longest wait for that before a row starts anyway")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 600.0));
   sub->add_option("--graph", opt->graph,
                   "time every row from CUDA graphs of this many calls per rank, replayed --iters times, "
                   "instead of one launch per call (0: plain launches; the rows with a matmul are left out)")

@@ -10,6 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(realpath -m "${1:-$root/build-gpu}")
 shift || true
 mkdir -p "$dir"
+"$root/scripts/fetch_nvml_header.sh"
 cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DECHO_BUILD_MODEL=OFF \
       -DBUILD_SHARED_LIBS=ON -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$dir/lib" \
       -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON -DECHO_HEADER_ONLY_BOOST_TEST=ON "$@" >"$dir/configure.log" 2>&1 ||

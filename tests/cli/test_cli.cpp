@@ -260,6 +260,7 @@ BOOST_AUTO_TEST_CASE(bench_refuses_bad_options_before_the_run) {
       {"-b 3" + md, "--min-bytes"},
       {"-b 4096 -e 2048" + md, "--max-bytes is below --min-bytes"},
       {"--graph 20 --rows echo4-comp-local" + md, "echo4-comp-local runs a matmul"},
+      {"--settle-below 1.5" + md, "--settle-below"},
       {"--markdown " + dir.file("missing/table.md"), "no directory"},
       {"--markdown " + dir.path.string(), "not a regular file"},
   };

@@ -61,11 +61,11 @@ int main(int argc, char** argv) {
   const int rank = env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK"}, 0);
   const int ranks = env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"}, 1);
   int gpus = 0;
-  cudaGetDeviceCount(&gpus);
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess) return fail(rank, "cudaGetDeviceCount failed");
   if (gpus < ranks) return fail(rank, "needs one GPU per rank");
-  cudaSetDevice(rank);
+  if (cudaSetDevice(rank) != cudaSuccess) return fail(rank, "cudaSetDevice failed");
   ncclUniqueId id;
-  if (rank == 0) ncclGetUniqueId(&id);
+  if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) return fail(rank, "ncclGetUniqueId failed");
 #ifdef ECHO_HAVE_MPI
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
 #else
@@ -101,14 +101,14 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < n; ++i) bits[i] = echo::float_to_bfloat16_bits(in[rank][i]);
       void* d = nullptr;
       if (cudaMalloc(&d, n * 2) != cudaSuccess) return fail(rank, "cudaMalloc failed");
-      cudaMemcpy(d, bits.data(), n * 2, cudaMemcpyHostToDevice);
+      if (cudaMemcpy(d, bits.data(), n * 2, cudaMemcpyHostToDevice) != cudaSuccess) return fail(rank, "cudaMemcpy failed");
       cudaStream_t stream;
-      cudaStreamCreate(&stream);
+      if (cudaStreamCreate(&stream) != cudaSuccess) return fail(rank, "cudaStreamCreate failed");
       constexpr int kCalls = 3;  // in place: each call reduces the previous output
       for (int k = 0; k < kCalls && s.ok(); ++k) s = echo::cuda::allreduce(comm, d, d, n, spec, state, stream);
       if (s.ok()) s = echo::cuda::synchronize(comm, nullptr);
       if (!s.ok()) return fail(rank, s.message());
-      cudaMemcpy(bits.data(), d, n * 2, cudaMemcpyDeviceToHost);
+      if (cudaMemcpy(bits.data(), d, n * 2, cudaMemcpyDeviceToHost) != cudaSuccess) return fail(rank, "cudaMemcpy failed");
       // Reference: the same three in-place calls on every rank's data.
       std::vector<echo::CompensatorState> states(ranks);
       std::vector<std::vector<float>> cur = in;
@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
           ip[r] = cur[r].data();
           op[r] = next[r].data();
         }
-        echo::allreduce(spec, ranks, n, ip.data(), op.data(), states.data(), nullptr, nullptr);
+        const echo::Status ref = echo::allreduce(spec, ranks, n, ip.data(), op.data(), states.data(), nullptr, nullptr);
+        if (!ref.ok()) return fail(rank, "reference: " + ref.message());
         cur = next;
       }
       std::size_t bad = 0;
@@ -129,13 +130,13 @@ int main(int argc, char** argv) {
                   t == echo::cuda::Transport::kNccl ? "nccl" : "p2p", n <= spec.exact_max_count ? "exact" : "quantized",
                   bad, n);
       failures += bad != 0;
-      cudaFree(d);
-      cudaStreamDestroy(stream);
-      echo::cuda::destroy_compensator(state);
-      echo::cuda::destroy(comm);
+      if (cudaFree(d) != cudaSuccess || cudaStreamDestroy(stream) != cudaSuccess) return fail(rank, "clean-up failed");
+      s = echo::cuda::destroy_compensator(state);
+      if (s.ok()) s = echo::cuda::destroy(comm);
+      if (!s.ok()) return fail(rank, s.message());
     }
   }
-  ncclCommDestroy(nccl);
+  if (ncclCommDestroy(nccl) != ncclSuccess) return fail(rank, "ncclCommDestroy failed");
 #ifdef ECHO_HAVE_MPI
   MPI_Finalize();
 #endif

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Starts one process per GPU (up to 4) of the multi-process test: through mpirun when the binary
+# Starts one process per GPU (up to 8, the most ranks the library takes) of the multi-process test: through mpirun when the binary
 # was built with MPI, else as a torchrun-style launcher would (RANK / WORLD_SIZE), sharing the
 # NCCL id through a file. Skips (exit 0) with fewer than two GPUs.
 set -euo pipefail
 bin=$1
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l || echo 0)
 (( gpus >= 2 )) || { echo "skipped: fewer than two GPUs"; exit 0; }
-n=$(( gpus < 4 ? gpus : 4 ))
+n=$(( gpus < 8 ? gpus : 8 ))
 if ldd "$bin" | grep -q libmpi; then
   echo "launcher: mpirun, $n processes (NCCL id through MPI_Bcast)"
   exec mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE=0 "$bin"

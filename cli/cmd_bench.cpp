@@ -38,6 +38,7 @@
 #include "echo/cuda/bench_support.h"
 #include "echo/cuda/communicator.h"
 #include "echo/cuda/power_monitor.h"
+#include "echo/text_output.h"
 
 namespace echo::cli {
 namespace {
@@ -554,32 +555,16 @@ void check_markdown_target(const std::string& path) {
   if (::access(dir.c_str(), W_OK) != 0) fail(kCmd, kExitBadInput, "--markdown " + path + ": " + dir.string() + " is not writable");
 }
 
-// Appends `text` to the file at `path` through a temporary file beside it and a rename, so that a
-// failure leaves the file as it was.
+// Appends `text` to the file at `path` through a temporary file beside it and a rename
+// (write_text_file_atomically), so that a failure leaves the file as it was.
 void append_markdown(const std::string& path, const std::string& text) {
   std::string before;
   if (fs::exists(path)) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) fail(kCmd, kExitFailure, "cannot read " + path);
     before.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (in.bad()) fail(kCmd, kExitFailure, "cannot read " + path);
+    if (!in && !in.eof()) fail(kCmd, kExitFailure, "cannot read " + path);
   }
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << before << text;
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      fail(kCmd, kExitFailure, "cannot write " + tmp);
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    fail(kCmd, kExitFailure, "cannot replace " + path + ": " + ec.message());
-  }
+  check(kCmd, write_text_file_atomically(path, before + text));
 }
 
 void run_bench(Options opt) {

@@ -59,10 +59,10 @@ void write_json(const std::string& path, const std::string& source, const std::v
                 const std::vector<std::pair<std::string, std::vector<double>>>& curves) {
   std::ostringstream f;
   auto jn = [](double v) { return std::isfinite(v) ? num(v) : std::string("null"); };
-  f << "{\n  \"format\": \"echo-compare\",\n  \"source\": \"" << source << "\",\n  \"rows\": [\n";
+  f << "{\n  \"format\": \"echo-compare\",\n  \"source\": " << json_string(source) << ",\n  \"rows\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    f << "    {\"quantizer\": \"" << r.quantizer << "\", \"setting\": \"" << r.setting << "\", \"q\": " << jn(r.q)
+    f << "    {\"quantizer\": " << json_string(r.quantizer) << ", \"setting\": " << json_string(r.setting) << ", \"q\": " << jn(r.q)
       << ", \"mean_injected\": " << jn(r.mean_injected) << ", \"max_partial_sum\": " << jn(r.max_partial_sum)
       << ", \"final_partial_sum\": " << jn(r.final_partial_sum) << ", \"bound\": " << jn(r.bound)
       << ", \"deviation\": " << jn(r.deviation) << ", \"mean_deviation\": " << jn(r.mean_deviation) << "}"
@@ -70,7 +70,7 @@ void write_json(const std::string& path, const std::string& source, const std::v
   }
   f << "  ],\n  \"deviation_vs_depth\": {";
   for (std::size_t i = 0; i < curves.size(); ++i) {
-    f << (i ? ",\n" : "\n") << "    \"" << curves[i].first << "\": [";
+    f << (i ? ",\n" : "\n") << "    " << json_string(curves[i].first) << ": [";
     for (std::size_t k = 0; k < curves[i].second.size(); ++k) f << (k ? ", " : "") << jn(curves[i].second[k]);
     f << "]";
   }
@@ -126,6 +126,7 @@ void run_compare(const CompareArgs& args) {
       curves.emplace_back(s.label, run.deviation);
     }
   } else {
+    refuse_output_over_input(name, args.trace, args.json, "--json");
     TraceReader trace;
     check(name, trace.open(args.trace));
     const TraceInfo& t = trace.info();
@@ -150,11 +151,11 @@ void register_compare(CLI::App& app) {
       "compare", "Compensator settings (off/single/dual, global/local, gains) side by side for every quantizer");
   cmd->add_option("trace", args->trace, "input trace (HDF5); or use --synthetic");
   cmd->add_flag("--synthetic", args->synthetic, "use a synthetic pre-norm network instead of a trace");
-  cmd->add_option("--depth", args->depth, "synthetic: number of sites N")->capture_default_str();
-  cmd->add_option("--width", args->width, "synthetic: model width d per token")->capture_default_str();
-  cmd->add_option("--tokens", args->tokens, "synthetic: tokens per input")->capture_default_str();
+  cmd->add_option("--depth", args->depth, "synthetic: number of sites N")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--width", args->width, "synthetic: model width d per token")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--tokens", args->tokens, "synthetic: tokens per input")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--ranks", args->ranks, "synthetic: P partial contributions per site")->check(CLI::Range(1, kMaxRanks))->capture_default_str();
-  cmd->add_option("--passes", args->passes, "synthetic: inputs (passes) averaged")->capture_default_str();
+  cmd->add_option("--passes", args->passes, "synthetic: inputs (passes) averaged")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_flag("--mlp-only", args->mlp_only, "synthetic: MLP blocks only (default: alternate attention / MLP)");
   cmd->add_option("--seed", args->seed, "synthetic: weight and input seed")->capture_default_str();
   cmd->add_option("--gains", args->gains, "compensator gains eta to compare")->delimiter(',')->capture_default_str();

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "echo/proofs/check.h"
 #include "echo/proofs/report.h"
+#include "echo/trace.h"
 
 namespace echo::cli {
 namespace {
@@ -15,6 +16,13 @@ struct ProveArgs {
 };
 
 void run_prove(const ProveArgs& args) {
+  // A trace named on the command line must open (exit 2 with the reader's reason otherwise); the
+  // default traces are skipped when absent. Data that cannot be read or is not finite fails its
+  // checks (trace_checks.cpp).
+  for (const std::string& t : args.traces) {
+    TraceReader reader;
+    check("prove", reader.open(t));
+  }
   proofs::ProveOptions options;
   options.traces = args.traces;
   options.source_dir = args.source_dir;

@@ -42,6 +42,7 @@ Status read_input(const std::string& path, std::vector<float>* x) {
 
 void run_quantize(const QuantizeArgs& args) {
   const std::string name = "quantize";
+  refuse_output_over_input(name, args.in, args.out, "output");
   QuantSpec spec;
   spec.bits = args.bits;
   spec.group = args.group;

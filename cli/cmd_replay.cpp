@@ -61,6 +61,7 @@ void print_summary(const ReplaySummary& s, const AllReduceSpec& spec, const std:
 
 void run_replay(const ReplayArgs& args) {
   const std::string name = "replay";
+  refuse_output_over_input(name, args.trace, args.out, "--out");
   TraceReader trace;
   check(name, trace.open(args.trace));
   ReplayOptions options;
@@ -77,6 +78,11 @@ void run_replay(const ReplayArgs& args) {
   if (args.backend == "cpu") {
     backend = make_cpu_backend(spec, trace.info().ranks);
   } else {
+    // What the CUDA path implements, refused as bad options before any GPU work.
+    if (spec.quant.bits != 4 && spec.quant.bits != 8) {
+      fail(name, kExitBadInput, "--backend cuda supports --bits 4 and 8, got " + std::to_string(spec.quant.bits));
+    }
+    if (spec.algorithm != Algorithm::kOwner) fail(name, kExitBadInput, "--backend cuda supports --algorithm owner only");
 #ifdef ECHO_CLI_HAS_CUDA_BACKEND
     check(name, make_cuda_backend(spec, trace.info().ranks, &backend));
 #else

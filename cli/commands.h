@@ -20,6 +20,10 @@ inline constexpr int kExitBadInput = 2;  // bad arguments or input files
 int exit_code_for(const Status& status);
 // fail() with the status's message unless it is ok.
 void check(const std::string& command, const Status& status);
+// fail() with exit 2 when `output` names the same file as `input` (the rename that completes an
+// atomic write would replace the input with the result).
+void refuse_output_over_input(const std::string& command, const std::string& input, const std::string& output,
+                              const std::string& output_flag);
 
 void register_replay(CLI::App& app);
 void register_quantize(CLI::App& app);

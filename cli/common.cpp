@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
@@ -23,6 +24,14 @@ int exit_code_for(const Status& status) {
 
 void check(const std::string& command, const Status& status) {
   if (!status.ok()) fail(command, exit_code_for(status), status.message());
+}
+
+void refuse_output_over_input(const std::string& command, const std::string& input, const std::string& output,
+                              const std::string& output_flag) {
+  std::error_code ec;
+  if (!output.empty() && std::filesystem::exists(output, ec) && std::filesystem::equivalent(input, output, ec)) {
+    fail(command, kExitBadInput, output_flag + " " + output + " is the input file " + input);
+  }
 }
 
 }  // namespace echo::cli

@@ -1,5 +1,7 @@
 // The source-level checks on recorded traces: Eq. 21 with the measured q, Lemma 1 on the
 // reference's output, and (informational) the mean-square partial sum against Remark 1.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -31,6 +33,18 @@ std::vector<std::string> default_traces(const std::string& root) {
   return paths;
 }
 
+// The larger of two ratios, NaN winning: a NaN ratio (0 / 0 on an all-zero trace) must reach the
+// verdict, which fails it, instead of vanishing in std::max.
+double worse(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
+
+// A trace whose data could not be read, or holds a non-finite value, cannot be checked: a FAIL that
+// says why (a PASS computed from zeros or NaN would be a false verdict).
+CheckResult unusable(const std::string& tag, const std::string& why) {
+  CheckResult r = skipped(tag + ".data", "the trace's data is readable and finite", why);
+  r.verdict = Verdict::kFail;
+  return r;
+}
+
 void check_trace(const std::string& path, std::vector<CheckResult>* out) {
   const std::string tag = "trace." + std::filesystem::path(path).stem().string();
   TraceReader trace;
@@ -46,14 +60,32 @@ void check_trace(const std::string& path, std::vector<CheckResult>* out) {
   double worst_bound = 0.0, worst_lemma = 0.0, worst_ms = 0.0;
   for (std::size_t pass = 0; pass < info.passes; ++pass) {
     SourceRun run;
+    Status data;  // the first read failure or non-finite value of this pass
     const Status s = run_allreduce(spec, info.ranks, info.count, info.sites,
                                    [&](std::size_t site, std::vector<std::vector<float>>& x) {
-                                     std::vector<float> flat(info.count * static_cast<std::size_t>(info.ranks));
-                                     (void)trace.read_site(pass, site, flat.data());
+                                     std::vector<float> flat(info.count * static_cast<std::size_t>(info.ranks), 0.0f);
+                                     if (data.ok()) data = trace.read_site(pass, site, flat.data());
+                                     if (data.ok()) {
+                                       const auto bad = std::find_if(flat.begin(), flat.end(),
+                                                                     [](float v) { return !std::isfinite(v); });
+                                       if (bad != flat.end()) {
+                                         const std::size_t i = static_cast<std::size_t>(bad - flat.begin());
+                                         data = Status(StatusCode::kNonFiniteInput,
+                                                       path + ": pass " + std::to_string(pass) + ", site " +
+                                                           std::to_string(site) + ", rank " +
+                                                           std::to_string(i / info.count) + ", element " +
+                                                           std::to_string(i % info.count) + " is not finite");
+                                       }
+                                     }
+                                     if (!data.ok()) std::fill(flat.begin(), flat.end(), 0.0f);
                                      for (std::size_t r = 0; r < x.size(); ++r)
                                        std::copy(flat.begin() + r * info.count, flat.begin() + (r + 1) * info.count, x[r].begin());
                                    },
                                    &run);
+    if (!data.ok()) {
+      out->push_back(unusable(tag, data.message()));
+      return;
+    }
     if (!s.ok()) {
       out->push_back(skipped(tag, "source checks on a recorded trace", s.message()));
       return;
@@ -62,13 +94,13 @@ void check_trace(const std::string& path, std::vector<CheckResult>* out) {
     for (Eigen::Index j = 0; j < run.injected.cols(); ++j) q = std::max(q, run.injected.col(j).norm());
     for (double v : run.rounding_scale) scale += v;
     const double allowed = kernel.partial_sum_bound(info.sites, q) + kRoundingsPerElement * kFp32Unit * scale;
-    worst_bound = std::max(worst_bound, max_partial_sum(run) / allowed);
+    worst_bound = worse(worst_bound, max_partial_sum(run) / allowed);
     double residual = 0.0, allowance = 0.0;
-    worst_lemma = std::max(worst_lemma, tail_representation_ratio(run, spec.compensator, &residual, &allowance));
+    worst_lemma = worse(worst_lemma, tail_representation_ratio(run, spec.compensator, &residual, &allowance));
     Eigen::VectorXd s_t = Eigen::VectorXd::Zero(run.net.rows());
     for (Eigen::Index t = 0; t < run.net.cols(); ++t) {
       s_t += run.net.col(t);
-      worst_ms = std::max(worst_ms, s_t.squaredNorm() / (q * q * kernel.phi_square_sum(static_cast<std::size_t>(t))));
+      worst_ms = worse(worst_ms, s_t.squaredNorm() / (q * q * kernel.phi_square_sum(static_cast<std::size_t>(t))));
     }
   }
   const std::string note = std::to_string(info.passes) + " passes x " + std::to_string(info.sites) + " sites, P=" +

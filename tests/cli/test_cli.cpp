@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <utility>
@@ -246,6 +247,75 @@ BOOST_AUTO_TEST_CASE(quantize_refuses_bad_input) {
   BOOST_TEST(r.exit_code == 2);
   BOOST_TEST(r.output.find("group") != std::string::npos, r.output);
   BOOST_TEST(!fs::exists(dir.file("q.h5")));
+}
+
+// echotk prove: a trace named with --trace that does not open is bad input (exit 2); one whose data
+// holds a non-finite value fails its data check instead of passing the theorems on it.
+BOOST_AUTO_TEST_CASE(prove_refuses_missing_and_nonfinite_traces) {
+  TempDir dir;
+  Run r = run_echotk("prove --trace " + dir.file("missing.h5"));
+  BOOST_TEST(r.exit_code == 2, r.output);
+  BOOST_TEST(r.output.find("missing.h5") != std::string::npos, r.output);
+  r = run_echotk("prove --trace " + data_path("tests/data/bad_nonfinite.h5"));
+  BOOST_TEST(r.exit_code == 1, r.output);
+  BOOST_TEST(r.output.find("trace.bad_nonfinite.data") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("is not finite") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("trace.bad_nonfinite.eq21") == std::string::npos, r.output);
+}
+
+// Sizes of zero for the synthetic network are bad input naming the option (a depth of 0 crashed).
+BOOST_AUTO_TEST_CASE(compare_refuses_empty_synthetic_networks) {
+  for (const char* option : {"--depth", "--width", "--tokens", "--passes"}) {
+    const Run r = run_echotk(std::string("compare --synthetic ") + option + " 0");
+    BOOST_TEST(r.exit_code == 2, option << ": " << r.output);
+    BOOST_TEST(r.output.find(option) != std::string::npos, option << ": " << r.output);
+  }
+}
+
+// An output path that names the input file is refused before anything is written (the rename
+// that completes the write would replace the input), and the input is left as it was.
+BOOST_AUTO_TEST_CASE(outputs_never_replace_their_input) {
+  TempDir dir;
+  const std::string trace = dir.file("trace.h5");
+  fs::copy_file(data_path("tests/data/good_small.h5"), trace);
+  const auto size = fs::file_size(trace);
+  for (const std::string& args : {"replay " + trace + " --out " + trace, "compare " + trace + " --json " + trace,
+                                  "quantize " + trace + " " + trace}) {
+    const Run r = run_echotk(args);
+    BOOST_TEST(r.exit_code == 2, args << ": " << r.output);
+    BOOST_TEST(r.output.find("is the input file") != std::string::npos, args << ": " << r.output);
+    BOOST_TEST(fs::file_size(trace) == size, args);
+  }
+  const Run again = run_echotk("replay " + trace + " --out " + dir.file("result.h5"));
+  BOOST_TEST(again.exit_code == 0, again.output);
+}
+
+// The CUDA backend's limits (4 or 8 bits, the owner algorithm) are bad options: exit 2 before any
+// GPU work, with or without a GPU and whether or not this echotk has CUDA.
+BOOST_AUTO_TEST_CASE(replay_cuda_backend_refuses_what_it_does_not_implement) {
+  TempDir dir;
+  Run r = run_echotk("replay " + data_path("tests/data/good_small.h5") + " --out " + dir.file("r.h5") +
+                     " --backend cuda --bits 3");
+  BOOST_TEST(r.exit_code == 2, r.output);
+  BOOST_TEST(r.output.find("--bits 4 and 8") != std::string::npos, r.output);
+  r = run_echotk("replay " + data_path("tests/data/good_small.h5") + " --out " + dir.file("r.h5") +
+                 " --backend cuda --algorithm ring");
+  BOOST_TEST(r.exit_code == 2, r.output);
+  BOOST_TEST(r.output.find("--algorithm owner") != std::string::npos, r.output);
+  BOOST_TEST(dir.entries() == 0u);
+}
+
+// compare --json escapes what it copies into strings (a trace path with a quote in it).
+BOOST_AUTO_TEST_CASE(compare_json_escapes_strings) {
+  TempDir dir;
+  const std::string trace = dir.file("q\"x.h5");
+  fs::copy_file(data_path("tests/data/good_small.h5"), trace);
+  const std::string json = dir.file("c.json");
+  const Run r = run_echotk("compare '" + trace + "' --json " + json + " --gains 0.75 --quantizers zero-aware");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+  std::ifstream in(json);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST(text.find("q\\\"x.h5\"") != std::string::npos, text.substr(0, 300));
 }
 
 #ifdef ECHO_HAVE_CUDA

@@ -11,4 +11,9 @@ namespace echo {
 // removed and PATH is left as it was.
 Status write_text_file_atomically(const std::string& path, const std::string& content);
 
+// JSON text of a string (quoted; '"', '\\' and control characters escaped) and of a number (17
+// significant digits; null for NaN and infinities, which JSON cannot hold).
+std::string json_string(const std::string& s);
+std::string json_number(double v);
+
 }  // namespace echo

@@ -40,6 +40,10 @@ Status run_network(const PreNormNetwork& net, const AllReduceSpec& spec, std::si
                    NetworkRun* run) {
   const int ranks = static_cast<int>(net.config().ranks);
   if (Status s = spec.validate(ranks); !s.ok()) return s;
+  if (net.depth() == 0 || passes == 0) {
+    return Status(StatusCode::kInvalidArgument, "a network run needs at least one site and one pass (depth " +
+                                                    std::to_string(net.depth()) + ", passes " + std::to_string(passes) + ")");
+  }
   const std::size_t sites = net.depth();
   const auto n = static_cast<Eigen::Index>(net.dimension());
   const double d = static_cast<double>(n);

@@ -163,7 +163,10 @@ run_bench() {
     echo "Produced by scripts/gpu_check.sh; columns as nccl-tests; speedup against nccl-bf16 at the same size."
   } >"$md"
   "$build/bin/echotk" bench --markdown "$md" ${BENCH_ARGS:-} "$@" 2>&1 | tee "$out/bench-$tag.log"
+  local rc=${PIPESTATUS[0]}
   cp "$md" "$out/"
+  note "bench $tag: rc=$rc"
+  return "$rc"
 }
 
 stage_bench() { run_bench plain; }

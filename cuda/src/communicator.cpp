@@ -2,6 +2,7 @@
 // launch sequence and the schedule cache.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -65,6 +66,24 @@ Schedule plan_schedule(const ScheduleInputs& in) {
   const long long jobs = static_cast<long long>(s.num_tiles + s.lag + s.tail_lag) * jobs_per_step;
   s.grid = static_cast<int>(std::min<long long>(resident, jobs));
   return s;
+}
+
+Status validate_options(const CommOptions& o) {
+  if (o.slot_bytes != 0 && o.slot_bytes < kMinSlotBytes) {
+    return Status(StatusCode::kInvalidArgument, "CommOptions::slot_bytes must be 0 (the default) or at least " +
+                                                    std::to_string(kMinSlotBytes) + ", got " +
+                                                    std::to_string(o.slot_bytes));
+  }
+  if (!(o.timeout_seconds > 0.0) || !std::isfinite(o.timeout_seconds) || o.timeout_seconds > 1e9) {
+    return Status(StatusCode::kInvalidArgument,
+                  "CommOptions::timeout_seconds must be positive and finite, got " + std::to_string(o.timeout_seconds));
+  }
+  if (!(o.tiles_per_sqrt_iteration >= 0.0) || !std::isfinite(o.tiles_per_sqrt_iteration) || o.tiles_per_wave < 0 ||
+      o.reduce_lag_waves < 0 || o.tail_lag_waves < 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "CommOptions tiling and lags must be >= 0 (0 picks the default)");
+  }
+  return Status::Ok();
 }
 
 Status validate_spec(const AllReduceSpec& spec, int ranks) {
@@ -205,33 +224,11 @@ int work_queues() {
 
 void request_work_queues() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
 
-Status create_group(int ranks, const int* devices, const CommOptions& options, Communicator** comms) {
-  if (ranks < 1 || ranks > kMaxRanks) {
-    return Status(StatusCode::kInvalidArgument, "ranks must be in [1, 8], got " + std::to_string(ranks));
-  }
-  if (devices == nullptr || comms == nullptr) {
-    return Status(StatusCode::kInvalidArgument, "devices and comms must not be null");
-  }
-  // The group's most shared GPU: its ranks' streams must each get a hardware queue.
-  int most_shared = 0;
-  int busiest = devices[0];
-  for (int r = 0; r < ranks; ++r) {
-    const int sharing = static_cast<int>(std::count(devices, devices + ranks, devices[r]));
-    if (sharing > most_shared) {
-      most_shared = sharing;
-      busiest = devices[r];
-    }
-  }
-  const int queues = work_queues();
-  if (most_shared > 1 && most_shared * kStreamsPerRank > queues) {
-    const std::string need = std::to_string(most_shared * kStreamsPerRank);
-    return Status(StatusCode::kUnsupported,
-                  std::to_string(most_shared) + " ranks share GPU " + std::to_string(busiest) + ": their " + need +
-                      " streams need CUDA_DEVICE_MAX_CONNECTIONS >= " + need + " (now " + std::to_string(queues) +
-                      "), set before the first CUDA call (echo::cuda::request_work_queues); with fewer hardware "
-                      "queues one rank's kernel can wait behind another's and the call times out");
-  }
-  std::vector<std::unique_ptr<Communicator>> made(ranks);
+namespace {
+
+// The communicators of create_group, built into `made`; on an error the caller frees what was made.
+Status build_group(int ranks, const int* devices, const CommOptions& options, int most_shared,
+                   std::vector<std::unique_ptr<Communicator>>& made) {
   for (int r = 0; r < ranks; ++r) {
     made[r] = std::make_unique<Communicator>();
     Communicator* c = made[r].get();
@@ -281,6 +278,52 @@ Status create_group(int ranks, const int* devices, const CommOptions& options, C
     ECHO_CUDA_CHECK(cudaSetDevice(devices[r]));
     ECHO_CUDA_CHECK(cudaDeviceSynchronize());  // every workspace is zeroed before any peer writes
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status create_group(int ranks, const int* devices, const CommOptions& options, Communicator** comms) {
+  if (ranks < 1 || ranks > kMaxRanks) {
+    return Status(StatusCode::kInvalidArgument, "ranks must be in [1, 8], got " + std::to_string(ranks));
+  }
+  if (devices == nullptr || comms == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "devices and comms must not be null");
+  }
+  ECHO_RETURN_IF_ERROR(validate_options(options));
+  // The group's most shared GPU: its ranks' streams must each get a hardware queue.
+  int most_shared = 0;
+  int busiest = devices[0];
+  for (int r = 0; r < ranks; ++r) {
+    const int sharing = static_cast<int>(std::count(devices, devices + ranks, devices[r]));
+    if (sharing > most_shared) {
+      most_shared = sharing;
+      busiest = devices[r];
+    }
+  }
+  const int queues = work_queues();
+  if (most_shared > 1 && most_shared * kStreamsPerRank > queues) {
+    const std::string need = std::to_string(most_shared * kStreamsPerRank);
+    return Status(StatusCode::kUnsupported,
+                  std::to_string(most_shared) + " ranks share GPU " + std::to_string(busiest) + ": their " + need +
+                      " streams need CUDA_DEVICE_MAX_CONNECTIONS >= " + need + " (now " + std::to_string(queues) +
+                      "), set before the first CUDA call (echo::cuda::request_work_queues); with fewer hardware "
+                      "queues one rank's kernel can wait behind another's and the call times out");
+  }
+  if (options.transport == Transport::kNccl && most_shared > 1) {
+    return Status(StatusCode::kInvalidArgument, "the NCCL transport needs one GPU per rank; " +
+                                                    std::to_string(most_shared) + " ranks share GPU " +
+                                                    std::to_string(busiest));
+  }
+  std::vector<std::unique_ptr<Communicator>> made(ranks);
+  if (const Status built = build_group(ranks, devices, options, most_shared, made); !built.ok()) {
+    // Free what was made (workspaces, pinned memory, streams): a caller that retries, as the peer
+    // access refusal suggests with Transport::kNccl, does not leak a workspace per attempt.
+    for (auto& c : made) {
+      if (c) (void)destroy(c.release());
+    }
+    return built;
+  }
   for (int r = 0; r < ranks; ++r) comms[r] = made[r].release();
   return Status::Ok();
 }
@@ -313,16 +356,24 @@ Status create_compensator(Communicator* comm, std::size_t capacity, CompensatorB
   ECHO_CUDA_CHECK(cudaSetDevice(comm->device));
   auto s = std::make_unique<CompensatorBuffers>();
   s->comm = comm;
+  s->device = comm->device;
   s->capacity = capacity;
   const std::size_t padded = align_up(capacity, 64);
-  ECHO_CUDA_CHECK(cudaMalloc(&s->m1, padded * sizeof(float)));
-  ECHO_CUDA_CHECK(cudaMalloc(&s->m2, padded * sizeof(float)));
-  ECHO_CUDA_CHECK(cudaMalloc(&s->stash, padded * sizeof(float)));
-  ECHO_CUDA_CHECK(cudaMalloc(&s->fresh, sizeof(int)));
-  ECHO_CUDA_CHECK(cudaMemset(s->m1, 0, padded * sizeof(float)));
-  ECHO_CUDA_CHECK(cudaMemset(s->m2, 0, padded * sizeof(float)));
-  const int one = 1;
-  ECHO_CUDA_CHECK(cudaMemcpy(s->fresh, &one, sizeof(int), cudaMemcpyHostToDevice));
+  auto allocate = [&]() -> Status {
+    ECHO_CUDA_CHECK(cudaMalloc(&s->m1, padded * sizeof(float)));
+    ECHO_CUDA_CHECK(cudaMalloc(&s->m2, padded * sizeof(float)));
+    ECHO_CUDA_CHECK(cudaMalloc(&s->stash, padded * sizeof(float)));
+    ECHO_CUDA_CHECK(cudaMalloc(&s->fresh, sizeof(int)));
+    ECHO_CUDA_CHECK(cudaMemset(s->m1, 0, padded * sizeof(float)));
+    ECHO_CUDA_CHECK(cudaMemset(s->m2, 0, padded * sizeof(float)));
+    const int one = 1;
+    ECHO_CUDA_CHECK(cudaMemcpy(s->fresh, &one, sizeof(int), cudaMemcpyHostToDevice));
+    return Status::Ok();
+  };
+  if (const Status made = allocate(); !made.ok()) {
+    (void)destroy_compensator(s.release());  // what was allocated before the failure
+    return made;
+  }
   *state = s.release();
   return Status::Ok();
 }
@@ -345,7 +396,8 @@ Status reset_compensator(CompensatorBuffers* state, cudaStream_t stream) {
 Status destroy_compensator(CompensatorBuffers* state) {
   if (state == nullptr) return Status::Ok();
   std::unique_ptr<CompensatorBuffers> owned(state);
-  ECHO_CUDA_CHECK(cudaSetDevice(state->comm->device));
+  // Its own device, not its communicator's: a state may be destroyed after its communicator.
+  ECHO_CUDA_CHECK(cudaSetDevice(state->device));
   ECHO_CUDA_CHECK(cudaDeviceSynchronize());
   ECHO_CUDA_CHECK(cudaFree(state->m1));
   ECHO_CUDA_CHECK(cudaFree(state->m2));
@@ -376,6 +428,10 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
     return Status(StatusCode::kInvalidArgument, "allreduce needs a communicator, input and output");
   }
   ECHO_RETURN_IF_ERROR(validate_call(comm, count, spec, state));
+  if (compensated != nullptr && (reinterpret_cast<std::uintptr_t>(compensated) & 15u) != 0) {
+    // x' is stored in 16-byte words; a misaligned store would fault the context.
+    return Status(StatusCode::kInvalidArgument, "the compensated output must be 16-byte aligned");
+  }
   // A timed-out peer wait leaves the flags of the group inconsistent: refuse further calls.
   ECHO_RETURN_IF_ERROR(check_error_record(comm));
   ECHO_CUDA_CHECK(cudaSetDevice(comm->device));

@@ -115,7 +115,8 @@ class Communicator {
 };
 
 struct CompensatorBuffers {
-  Communicator* comm = nullptr;
+  Communicator* comm = nullptr;  // the calls and reset_compensator need it alive
+  int device = 0;                // the buffers' device (destroy_compensator needs no communicator)
   std::size_t capacity = 0;
   std::size_t count = 0;  // size of the averages since the last reset (0: reset)
   DType state_dtype = DType::kFloat32;  // type of the averages since the last reset
@@ -134,6 +135,7 @@ inline void set_job_trace(Communicator* comm, unsigned long long* records, std::
 }
 // The spec is valid (AllReduceSpec::validate) and within what the CUDA path implements.
 Status validate_spec(const AllReduceSpec& spec, int ranks);
+Status validate_options(const CommOptions& options);
 // Allocates and zeroes the rank's workspace, streams, events and error record.
 Status init_local(Communicator* comm);
 

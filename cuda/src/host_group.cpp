@@ -48,7 +48,9 @@ class HostGroupImpl final : public HostGroup {
   }
 
   ~HostGroupImpl() override {
-    for (int r = 0; r < static_cast<int>(comms_.size()); ++r) {
+    // Also after a failed init(): ranks whose communicator was never made own nothing.
+    for (int r = 0; r < static_cast<int>(comms_.size()) && r < static_cast<int>(bufs_.size()); ++r) {
+      if (comms_[r] == nullptr) continue;
       RankBuffers& b = bufs_[r];
       cudaSetDevice(devices_[r]);
       cudaDeviceSynchronize();
@@ -67,8 +69,8 @@ class HostGroupImpl final : public HostGroup {
     devices_.resize(ranks_);
     for (int r = 0; r < ranks_; ++r) devices_[r] = r % n;
     comms_.assign(ranks_, nullptr);
-    ECHO_RETURN_IF_ERROR(create_group(ranks_, devices_.data(), options_, comms_.data()));
     bufs_.resize(ranks_);
+    ECHO_RETURN_IF_ERROR(create_group(ranks_, devices_.data(), options_, comms_.data()));
     for (int r = 0; r < ranks_; ++r) {
       ECHO_CUDA_CHECK(cudaSetDevice(devices_[r]));
       ECHO_CUDA_CHECK(cudaStreamCreateWithFlags(&bufs_[r].stream, cudaStreamNonBlocking));

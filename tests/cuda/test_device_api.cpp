@@ -7,7 +7,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -343,6 +345,15 @@ BOOST_AUTO_TEST_CASE(too_many_ranks_for_the_work_queues_are_refused) {
   const Status t = cuda::create_group(1, alone, cuda::CommOptions{}, &one);
   BOOST_CHECK_MESSAGE(t.message().find("CUDA_DEVICE_MAX_CONNECTIONS") == std::string::npos, t.message());
   if (t.ok()) BOOST_CHECK(cuda::destroy(one).ok());
+  // A HostGroup whose communicators are refused fails with the same message and frees cleanly
+  // (it crashed in its destructor before); it shares a GPU only with fewer GPUs than kMaxRanks.
+  if (cuda::device_count() < kMaxRanks) {
+    std::unique_ptr<cuda::HostGroup> group;
+    const Status h = cuda::HostGroup::create(cuda::device_count() + 1, AllReduceSpec{}, &group);
+    BOOST_CHECK(h.code() == StatusCode::kUnsupported);
+    BOOST_CHECK_MESSAGE(h.message().find("CUDA_DEVICE_MAX_CONNECTIONS") != std::string::npos, h.message());
+    BOOST_CHECK(group == nullptr);
+  }
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "not a number", 1);
   BOOST_CHECK_EQUAL(cuda::work_queues(), 8);  // the driver's default
   if (before != nullptr) {
@@ -420,6 +431,57 @@ BOOST_AUTO_TEST_CASE(thread_per_gpu_and_nccl_transport_bit_identical) {
       g.destroy();
     }
   }
+}
+
+// Options and arguments the library refuses before any GPU work: a slot below kMinSlotBytes, a
+// timeout that is not positive and finite, the NCCL transport with ranks sharing a GPU, and a
+// misaligned x' output; and a compensator state destroyed after its communicator.
+BOOST_AUTO_TEST_CASE(bad_options_and_arguments_are_refused) {
+  const int one[1] = {0};
+  cuda::Communicator* c = nullptr;
+  auto refused = [&](const cuda::CommOptions& o, const char* what) {
+    const Status st = cuda::create_group(1, one, o, &c);
+    BOOST_CHECK_MESSAGE(st.code() == StatusCode::kInvalidArgument, what << ": " << st.message());
+    BOOST_CHECK_MESSAGE(st.message().find(what) != std::string::npos, st.message());
+    BOOST_CHECK(c == nullptr);
+  };
+  cuda::CommOptions o;
+  o.slot_bytes = 4096;
+  refused(o, "slot_bytes");
+  o = cuda::CommOptions{};
+  o.timeout_seconds = 0.0;
+  refused(o, "timeout_seconds");
+  o.timeout_seconds = std::nan("");
+  refused(o, "timeout_seconds");
+  o = cuda::CommOptions{};
+  o.transport = cuda::Transport::kNccl;
+  const int shared[2] = {0, 0};
+  cuda::Communicator* two[2] = {nullptr, nullptr};
+  const Status nccl = cuda::create_group(2, shared, o, two);
+  BOOST_CHECK_MESSAGE(nccl.code() == StatusCode::kInvalidArgument, nccl.message());
+  BOOST_CHECK(nccl.message().find("one GPU per rank") != std::string::npos);
+
+  // Two ranks on GPU 0; rank 0's call with a misaligned x' output is refused before it launches
+  // anything, so rank 1 need not call.
+  TEST_OK(cuda::create_group(2, shared, cuda::CommOptions{}, two));
+  const std::size_t n = 4096;
+  cuda::CompensatorBuffers* state = nullptr;
+  TEST_OK(cuda::create_compensator(two[0], n, &state));
+  void *in = nullptr, *out = nullptr;
+  float* xp = nullptr;
+  TEST_CUDA(cudaMalloc(&in, n * 2));
+  TEST_CUDA(cudaMalloc(&out, n * 2));
+  TEST_CUDA(cudaMalloc(&xp, (n + 4) * sizeof(float)));
+  AllReduceSpec spec = spec_of(DType::kBFloat16, CompensatorMode::kDual, ResidualMode::kLocal);
+  const Status misaligned = cuda::allreduce(two[0], in, out, n, spec, state, nullptr, xp + 1);
+  BOOST_CHECK_MESSAGE(misaligned.code() == StatusCode::kInvalidArgument, misaligned.message());
+  BOOST_CHECK(misaligned.message().find("16-byte aligned") != std::string::npos);
+  TEST_CUDA(cudaFree(in));
+  TEST_CUDA(cudaFree(out));
+  TEST_CUDA(cudaFree(xp));
+  TEST_OK(cuda::destroy(two[0]));
+  TEST_OK(cuda::destroy(two[1]));
+  TEST_OK(cuda::destroy_compensator(state));  // after its communicator
 }
 
 // The benchmark's power monitor (echotk bench) reads every GPU through NVML where the driver has

@@ -41,6 +41,13 @@ inline constexpr std::size_t default_slot_bytes(int ranks) {
   return share > floor ? share : floor;
 }
 
+// The smallest receive slot CommOptions::slot_bytes may ask for: one block iteration of the widest
+// lanes holds at most 8192 codes of 8 bits and 512 groups' parameters (about 12 KiB with
+// alignment), and a slot must hold at least one (smaller slots only matter for tests of rounds).
+inline constexpr std::size_t kMinSlotBytes = std::size_t{64} << 10;
+
+// Creation refuses (kInvalidArgument) a slot_bytes other than 0 below kMinSlotBytes, a timeout that
+// is not positive and finite, and negative tiling or lag settings.
 struct CommOptions {
   // Bytes of one source's receive slot: one round of a segment's codes and parameters (0:
   // default_slot_bytes(P)). Larger messages run in several rounds (bit-identical: rounds split on
@@ -48,7 +55,8 @@ struct CommOptions {
   std::size_t slot_bytes = 0;
   // Elements per round of the exact small-message path.
   std::size_t exact_capacity = std::size_t{1} << 20;
-  // A wait on a peer flag longer than this fails the call with kTimeout (rank, tile, stage).
+  // A wait on a peer flag longer than this fails the call with kTimeout (rank, tile, stage). With
+  // Transport::kNccl the ranks wait inside NCCL, which this bound does not reach.
   double timeout_seconds = 10.0;
   // Tiling of a segment's round of n block iterations: about tiles_per_sqrt_iteration * sqrt(n)
   // tiles (0 picks 16 for 4 bits and 24 for 8, docs/performance.md items 21 and 23); or, when tiles_per_wave > 0, about that many
@@ -143,12 +151,14 @@ int comm_device(const Communicator* comm);
 // Compensator state of one rank for one pass direction (m1, m2 in fp32, on the rank's device),
 // for messages of up to `capacity` elements; starts reset.
 Status create_compensator(Communicator* comm, std::size_t capacity, CompensatorBuffers** state);
-// Start of a pass: the next call applies no correction and starts the averages from zero.
+// Start of a pass: the next call applies no correction and starts the averages from zero. Needs the
+// state's communicator alive; destroy_compensator does not (states may outlive it).
 Status reset_compensator(CompensatorBuffers* state, cudaStream_t stream);
 Status destroy_compensator(CompensatorBuffers* state);
 
 // One all-reduce of `count` elements of spec.dtype; in == out is allowed. `state` may be null when
-// spec.compensator.mode is off. `compensated` (optional, fp32[count]) receives x' = x + c.
+// spec.compensator.mode is off. `compensated` (optional, fp32[count], 16-byte aligned) receives
+// x' = x + c.
 // In the global residual mode the state update runs on a side stream after the call, reading the
 // output: do not write `out` before the next call on this communicator or join().
 Status allreduce(Communicator* comm, const void* in, void* out, std::size_t count,

@@ -32,7 +32,6 @@
 #include <thread>
 #include <vector>
 
-#include <unistd.h>
 
 #include "commands.h"
 #include "echo/cuda/bench_support.h"
@@ -543,18 +542,6 @@ void measure_links(Context& c, std::ostream& out) {
   }
 }
 
-// Refuses a --markdown file that could not be written at the end of the run, before the run.
-void check_markdown_target(const std::string& path) {
-  if (path.empty()) return;
-  const fs::path dir = fs::absolute(fs::path(path)).parent_path();
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) fail(kCmd, kExitBadInput, "--markdown " + path + ": no directory " + dir.string());
-  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) {
-    fail(kCmd, kExitBadInput, "--markdown " + path + ": not a regular file");
-  }
-  if (::access(dir.c_str(), W_OK) != 0) fail(kCmd, kExitBadInput, "--markdown " + path + ": " + dir.string() + " is not writable");
-}
-
 // Appends `text` to the file at `path` through a temporary file beside it and a rename
 // (write_text_file_atomically), so that a failure leaves the file as it was.
 void append_markdown(const std::string& path, const std::string& text) {
@@ -573,7 +560,7 @@ void run_bench(Options opt) {
     fail(kCmd, kExitBadInput, "--min-bytes and --max-bytes must be positive multiples of 2 (bf16 elements)");
   }
   if (opt.max_bytes < opt.min_bytes) fail(kCmd, kExitBadInput, "--max-bytes is below --min-bytes");
-  check_markdown_target(opt.markdown);
+  check_output_target(kCmd, opt.markdown, "--markdown");
   std::vector<RowSpec> rows;
   for (const auto& r : all_rows()) {
     const bool asked = std::find(opt.rows.begin(), opt.rows.end(), r.name) != opt.rows.end();

@@ -70,6 +70,11 @@ class TraceObserver : public model::SiteObserver {
 };
 
 void run_capture(const CaptureArgs& args) {
+  // Files first: the model loads for seconds and a capture takes minutes.
+  check_input_file(kCommand, args.text, "--text");
+  refuse_output_over_input(kCommand, args.text, args.out, "--out");
+  refuse_output_over_input(kCommand, args.run.model_path, args.out, "--out");
+  check_output_target(kCommand, args.out, "--out");
   model::TensorParallelSpec spec;
   check(kCommand, model::make_tensor_parallel_spec(args.run, args.allreduce.to_spec(), &spec));
   model::apply_threads(args.run.threads);
@@ -135,12 +140,12 @@ void register_capture(CLI::App& app) {
       "Run the SmolLM2 GGUF model over windows of a text and write every rank's contribution at "
       "all 60 all-reduce sites (and the residual stream) as an echo-trace HDF5 file");
   command->add_option("--out,-o", args->out, "trace file to write (HDF5)")->required();
-  command->add_option("--text", args->text, "UTF-8 text, plain or .gz")
+  command->add_option("--text", args->text, "UTF-8 text, plain or .gz (the default is relative to the repository root)")
       ->check(CLI::ExistingFile)
       ->capture_default_str();
   command->add_option("--passes", args->passes,
                       "forward passes, one per window, evenly spaced over the text")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   command->add_option("--length,-L", args->length, "tokens per window")
       ->check(CLI::Range(2, 8192))

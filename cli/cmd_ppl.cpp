@@ -32,6 +32,11 @@ struct PplArgs {
 };
 
 void run_ppl(const PplArgs& args) {
+  // Files first: the model loads for seconds and a run takes minutes.
+  check_input_file(kCommand, args.text, "--text");
+  refuse_output_over_input(kCommand, args.text, args.csv, "--csv");
+  refuse_output_over_input(kCommand, args.run.model_path, args.csv, "--csv");
+  check_output_target(kCommand, args.csv, "--csv");
   model::TensorParallelSpec spec;
   check(kCommand, model::make_tensor_parallel_spec(args.run, args.allreduce.to_spec(), &spec));
   const int threads = model::apply_threads(args.run.threads);
@@ -44,14 +49,8 @@ void run_ppl(const PplArgs& args) {
 
   model::TensorParallel tp;
   check(kCommand, tp.configure(spec));
-  // The per-window table is written once the run has finished, all or nothing; a folder that
-  // does not exist is refused before the run rather than after it.
-  if (!args.csv.empty()) {
-    const std::filesystem::path folder = std::filesystem::path(args.csv).parent_path();
-    if (!folder.empty() && !std::filesystem::is_directory(folder)) {
-      fail(kCommand, kExitBadInput, "--csv: folder " + folder.string() + " does not exist");
-    }
-  }
+  // The per-window table is written once the run has finished and its summary printed, all or
+  // nothing (its path was checked before the run).
   std::ostringstream csv;
   csv << "window,start,tokens,predictions,nll_sum,mean_nll,seconds\n";
   csv.precision(17);
@@ -77,7 +76,6 @@ void run_ppl(const PplArgs& args) {
     bar.update(w + 1, (w + 1) * window.size());
   }
   bar.finish();
-  if (!args.csv.empty()) check(kCommand, write_text_file_atomically(args.csv, csv.str()));
 
   const model::PerplexitySummary s = model::summarize_perplexity(nll, predictions);
   const double tokens = static_cast<double>(starts.size()) * args.length;
@@ -94,6 +92,8 @@ void run_ppl(const PplArgs& args) {
   if (tp.poisoned_groups() > 0) {
     std::printf("warning      %zu poisoned (NaN) quantization groups\n", tp.poisoned_groups());
   }
+  std::fflush(stdout);
+  if (!args.csv.empty()) check(kCommand, write_text_file_atomically(args.csv, csv.str()));
 }
 
 }  // namespace
@@ -104,11 +104,11 @@ void register_ppl(CLI::App& app) {
       kCommand,
       "Perplexity of the SmolLM2 GGUF model over N evenly spaced windows of L tokens of a text, "
       "with every attention and MLP output (60 sites) combined by the chosen all-reduce");
-  command->add_option("--text", args->text, "UTF-8 text, plain or .gz")
+  command->add_option("--text", args->text, "UTF-8 text, plain or .gz (the default is relative to the repository root)")
       ->check(CLI::ExistingFile)
       ->capture_default_str();
   command->add_option("--windows,-n", args->windows, "number of windows N")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   command->add_option("--length,-L", args->length, "tokens per window L (L - 1 predictions each)")
       ->check(CLI::Range(2, 8192))

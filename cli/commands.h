@@ -24,6 +24,11 @@ void check(const std::string& command, const Status& status);
 // atomic write would replace the input with the result).
 void refuse_output_over_input(const std::string& command, const std::string& input, const std::string& output,
                               const std::string& output_flag);
+// fail() with exit 2 unless `output` can be written at the end of a run: an existing path must be a
+// regular file, and its directory must exist and be writable. Checked before a long run starts.
+void check_output_target(const std::string& command, const std::string& output, const std::string& output_flag);
+// fail() with exit 2 unless `path` (an input named by `flag`) is an existing regular file.
+void check_input_file(const std::string& command, const std::string& path, const std::string& flag);
 
 void register_replay(CLI::App& app);
 void register_quantize(CLI::App& app);

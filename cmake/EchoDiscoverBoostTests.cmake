@@ -46,7 +46,7 @@ foreach(i RANGE 0 ${last})
   if(NOT is_suite)
     string(APPEND content
       "add_test(\"${TEST_PREFIX}/${path}\" \"${TEST_EXECUTABLE}\" \"--run_test=${path}\" \"--log_level=test_suite\")\n"
-      "set_tests_properties(\"${TEST_PREFIX}/${path}\" PROPERTIES WORKING_DIRECTORY \"${WORKING_DIRECTORY}\" LABELS \"${TEST_LABELS}\")\n")
+      "set_tests_properties(\"${TEST_PREFIX}/${path}\" PROPERTIES WORKING_DIRECTORY \"${WORKING_DIRECTORY}\" LABELS \"${TEST_LABELS}\" SKIP_REGULAR_EXPRESSION \"skipped \\\\(needs \")\n")
   endif()
 endforeach()
 file(WRITE "${OUTPUT_FILE}" "${content}")

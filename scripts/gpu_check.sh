@@ -38,6 +38,8 @@ out=${OUT:-$root/gpu-check-out}
 build=${BUILD_DIR:-$root/build-gpu}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# The GPU suites fail rather than skip when CUDA has no usable device here (tests/cuda/device_group.h).
+export ECHO_REQUIRE_GPU=1
 stages=("$@")
 (( ${#stages[@]} )) || stages=(build test replay bench)
 date_tag=$(date -u +%Y-%m-%d)

@@ -318,6 +318,40 @@ BOOST_AUTO_TEST_CASE(compare_json_escapes_strings) {
   BOOST_TEST(text.find("q\\\"x.h5\"") != std::string::npos, text.substr(0, 300));
 }
 
+#ifdef ECHO_HAVE_MODEL
+// ppl and capture check their files before loading the model: an output that is an input (the
+// text or the model), an output that is a folder, a text that does not exist, and a window count
+// of 0 are bad input named in the message (no model is needed to see it).
+BOOST_AUTO_TEST_CASE(ppl_and_capture_check_their_files_first) {
+  TempDir dir;
+  const std::string text = dir.file("text.txt");
+  {
+    std::ofstream(text) << "Call me Ishmael.\n";
+  }
+  const std::string model = " --model " + dir.file("no-model.gguf");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"ppl --text " + text + " --csv " + text + model, "is the input file"},
+      {"capture --text " + text + " --out " + text + model, "is the input file"},
+      {"ppl --text " + text + " --csv " + dir.path.string() + model, "not a regular file"},
+      {"capture --text " + text + " --out " + dir.file("missing/t.h5") + model, "no directory"},
+      {"ppl --text " + dir.file("none.txt") + model, "none.txt"},
+      {"ppl --text " + text + " --windows 0" + model, "--windows"},
+      {"capture --text " + text + " --passes 0 --out " + dir.file("t.h5") + model, "--passes"},
+  };
+  for (const auto& [args, named] : cases) {
+    const Run r = run_echotk(args);
+    BOOST_TEST(r.exit_code == 2, args << ": " << r.output);
+    BOOST_TEST(r.output.find(named) != std::string::npos, args << ": " << r.output);
+    BOOST_TEST(r.output.find("no-model.gguf") == std::string::npos, args << ": " << r.output);
+    BOOST_TEST(r.output.size() < 400u, args << ": " << r.output);
+  }
+  std::ifstream in(text);
+  std::string first;
+  std::getline(in, first);
+  BOOST_TEST(first == "Call me Ishmael.");
+}
+#endif
+
 #ifdef ECHO_HAVE_CUDA
 // echotk bench refuses bad options before it looks for a GPU (so also on machines without one),
 // naming what is wrong, and writes no --markdown file.

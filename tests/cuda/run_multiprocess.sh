@@ -5,7 +5,7 @@
 set -euo pipefail
 bin=$1
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l || echo 0)
-(( gpus >= 2 )) || { echo "skipped: fewer than two GPUs"; exit 0; }
+(( gpus >= 2 )) || { echo "skipped (needs two GPUs)"; exit 0; }
 n=$(( gpus < 8 ? gpus : 8 ))
 if ldd "$bin" | grep -q libmpi; then
   echo "launcher: mpirun, $n processes (NCCL id through MPI_Bcast)"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "device_group.h"
 #include "echo/allreduce.h"
 #include "echo/cuda/communicator.h"
 #include "echo/cuda/host_group.h"
@@ -143,7 +144,7 @@ void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes
   }
 }
 
-bool have_gpu() { return cuda::device_count() > 0; }
+bool have_gpu() { return test::gpu_present(); }
 
 const std::vector<std::size_t> kAwkward = {1, 127, 1000, 12345, 65537, 300001};
 

@@ -119,12 +119,39 @@ BOOST_AUTO_TEST_CASE(error_is_bounded_by_two_quantization_steps) {
     ring.algorithm = Algorithm::kRing;
     Ranks ring_data(p, n, 900u + p);
     BOOST_TEST_REQUIRE(allreduce(ring, p, n, ring_data.in_ptr.data(), ring_data.out_ptr.data(), nullptr, nullptr, nullptr).ok());
+    // Half a quantization step of a group whose values span [lo, hi]: the zero-aware map at most
+    // widens the range to take in 0, and the fp16 scale adds at most 2^-10 of a step.
+    const double levels = (1 << spec.quant.bits) - 1;
+    auto half_step = [&](const float* v, std::size_t first) {
+      double lo = 0.0, hi = 0.0;
+      for (std::size_t i = first; i < first + 128; ++i) {
+        lo = std::min(lo, static_cast<double>(v[i]));
+        hi = std::max(hi, static_cast<double>(v[i]));
+      }
+      return (hi - lo) / levels / 2.0 * (1.0 + 0x1p-10);
+    };
+    const std::size_t segment = n / p;
+    std::vector<double> exact(n, 0.0);
+    for (std::size_t e = 0; e < n; ++e) {
+      for (int r = 0; r < p; ++r) exact[e] += data.in[r][e];
+    }
+    std::vector<float> sum_f(exact.begin(), exact.end());
     double owner_err = 0.0, ring_err = 0.0;
     for (std::size_t e = 0; e < n; ++e) {
-      double exact = 0.0;
-      for (int r = 0; r < p; ++r) exact += data.in[r][e];
-      owner_err += std::pow(data.out[0][e] - exact, 2);
-      ring_err += std::pow(ring_data.out[0][e] - exact, 2);
+      const std::size_t group = e / 128 * 128;
+      const int owner = static_cast<int>(e / segment);
+      // One rounding of every pushed copy (the owner keeps its own), one of the reduced sum, and
+      // the fp32 sum's own rounding.
+      double bound = half_step(sum_f.data(), group) * 1.1;  // the reduced sum spans about the same range
+      double magnitude = 0.0;
+      for (int r = 0; r < p; ++r) {
+        if (r != owner) bound += half_step(data.in[r].data(), group);
+        magnitude += std::abs(data.in[r][e]);
+      }
+      bound += p * 0x1p-23 * magnitude;
+      BOOST_TEST(std::abs(data.out[0][e] - exact[e]) <= bound, "P " << p << ", element " << e);
+      owner_err += std::pow(data.out[0][e] - exact[e], 2);
+      ring_err += std::pow(ring_data.out[0][e] - exact[e], 2);
     }
     if (p >= 4) BOOST_TEST(owner_err < ring_err, "P " << p << " owner " << owner_err << " ring " << ring_err);
     for (int r = 1; r < p; ++r) {
@@ -194,8 +221,17 @@ BOOST_AUTO_TEST_CASE(compensated_calls_keep_ranks_identical_in_both_residual_mod
         }
       }
       // The states differ per rank (each holds its own residual) but are finite and non-zero.
-      BOOST_TEST(states[0].m1.size() == n);
-      BOOST_TEST(std::isfinite(states[1].m1[5]));
+      for (int r = 0; r < p; ++r) {
+        BOOST_TEST_REQUIRE(states[r].m1.size() == n);
+        std::size_t nonzero = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          BOOST_TEST_REQUIRE(std::isfinite(states[r].m1[i]));
+          if (i < states[r].m2.size()) BOOST_TEST_REQUIRE(std::isfinite(states[r].m2[i]));
+          nonzero += states[r].m1[i] != 0.0f;
+        }
+        BOOST_TEST(nonzero > n / 2, "rank " << r << ": " << nonzero << " of " << n << " non-zero");
+      }
+      BOOST_TEST(first_bit_difference(states[0].m1.data(), states[1].m1.data(), n) != -1);
     }
   }
 }
@@ -360,6 +396,29 @@ BOOST_AUTO_TEST_CASE(exact_path_sums_in_rank_order) {
   spec.exact_max_count = 332;
   BOOST_TEST_REQUIRE(allreduce(spec, p, n, data.in_ptr.data(), data.out_ptr.data(), nullptr, nullptr, &report).ok());
   BOOST_TEST(!report.exact_path);
+}
+
+// The order of the exact path's sum, with values written out: fp32 inputs 1, 1e8 and -1e8 on ranks
+// 0, 1 and 2 sum to 0 in rank order ((1 + 1e8) rounds to 1e8) and to 1 in any order that adds the
+// two large ones first, so this case fails if the order changes (bf16 inputs could not tell).
+BOOST_AUTO_TEST_CASE(exact_path_order_is_rank_order) {
+  const int p = 3;
+  const std::size_t n = 4;
+  AllReduceSpec spec;
+  spec.dtype = DType::kFloat32;
+  spec.exact_max_count = n;
+  spec.compensator.mode = CompensatorMode::kOff;
+  const std::vector<float> in[p] = {{1.0f, 1.0f, -1.0f, 3.0f}, {1e8f, -1e8f, 1e8f, 1e8f}, {-1e8f, 1e8f, -1e8f, -1e8f}};
+  const float expected[n] = {0.0f, 0.0f, 0.0f, 0.0f};
+  std::vector<float> out[p] = {std::vector<float>(n), std::vector<float>(n), std::vector<float>(n)};
+  const float* ip[p] = {in[0].data(), in[1].data(), in[2].data()};
+  float* op[p] = {out[0].data(), out[1].data(), out[2].data()};
+  AllReduceReport report;
+  BOOST_TEST_REQUIRE(allreduce(spec, p, n, ip, op, nullptr, nullptr, &report).ok());
+  BOOST_TEST(report.exact_path);
+  for (int r = 0; r < p; ++r) {
+    for (std::size_t i = 0; i < n; ++i) BOOST_TEST(out[r][i] == expected[i], "rank " << r << ", element " << i);
+  }
 }
 
 // With the compensator, the exact path sums x' rounded to the dtype in forward bf16 calls and x'

@@ -2,11 +2,12 @@
 # Re-creates the two texts of data/smollm2 from the public-domain corpora in shared/corpora and
 # checks them against the committed ones by the sha256 of their uncompressed text (gzip's bytes
 # depend on the compressor and its version; SHA256SUMS holds the committed files' own sums).
-#   data/smollm2/make_texts.sh [corpora dir (default ../shared/corpora)] [out dir (default data/smollm2)]
+#   data/smollm2/make_texts.sh [corpora dir (default ../shared/corpora)] [out dir (default
+#   build/smollm2-texts; data/smollm2 replaces the committed files, same text, maybe other gzip bytes)]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 corpora=${1:-../shared/corpora}
-out=${2:-data/smollm2}
+out=${2:-build/smollm2-texts}
 moby_text_sha=d73063d3e5119fc17d5df9ad9ee15f3c9a35383ed559d872f046c35c4af35e43
 sotu_text_sha=c6e2c610c7d3294cadc06c9cef501e1a46adc4098be57d42ad96f73e3833c071
 mkdir -p "$out"

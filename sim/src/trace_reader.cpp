@@ -1,5 +1,8 @@
 // Validating reader of the trace format (docs/trace-format.md).
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "echo/trace.h"
 #include "echo/hdf5_util.h"
@@ -112,17 +115,25 @@ Status TraceReader::open(const std::string& path) {
         return format_error(path, "dataset '/site_kind' must be int8 of shape [sites] = [" +
                                       std::to_string(info_.sites) + "]");
       }
+      // Read as int64 so that a value out of int8's range is reported as it is, not saturated.
+      std::vector<std::int64_t> wide(info_.sites);
+      h5::read_block(kinds, {0}, {info_.sites}, H5::PredType::NATIVE_INT64, wide.data());
       info_.site_kind.resize(info_.sites);
-      h5::read_block(kinds, {0}, {info_.sites}, H5::PredType::NATIVE_INT8, info_.site_kind.data());
       for (std::size_t k = 0; k < info_.sites; ++k) {
-        if (info_.site_kind[k] != 0 && info_.site_kind[k] != 1) {
-          return format_error(path, "dataset '/site_kind' holds " + std::to_string(info_.site_kind[k]) +
-                                        " at index " + std::to_string(k) + " (0 attention, 1 MLP)");
+        if (wide[k] != 0 && wide[k] != 1) {
+          return format_error(path, "dataset '/site_kind' holds " + std::to_string(wide[k]) + " at index " +
+                                        std::to_string(k) + " (0 attention, 1 MLP)");
         }
+        info_.site_kind[k] = static_cast<std::int8_t>(wide[k]);
       }
     }
     if (Status s = h5::read_int_attribute(impl->file, path, "tokens", &info_.tokens); !s.ok()) return s;
     if (Status s = h5::read_int_attribute(impl->file, path, "hidden", &info_.hidden); !s.ok()) return s;
+    for (const auto& [name, value] : {std::pair{"tokens", info_.tokens}, std::pair{"hidden", info_.hidden}}) {
+      if (value && *value < 1) {
+        return format_error(path, std::string("attribute '") + name + "' must be >= 1, got " + std::to_string(*value));
+      }
+    }
     if (info_.tokens && info_.hidden &&
         static_cast<std::uint64_t>(*info_.tokens) * static_cast<std::uint64_t>(*info_.hidden) != info_.count) {
       return format_error(path, "attributes tokens x hidden = " + std::to_string(*info_.tokens) + " x " +

@@ -186,6 +186,11 @@ BOOST_AUTO_TEST_CASE(bad_traces_are_refused_with_a_named_reason) {
       {"bad_no_direction.h5", "'direction' is missing"},
       {"bad_nonfinite.h5", "pass 1, site 2, rank 3, index 17"},
       {"bad_not_hdf5.h5", "not an HDF5 file"},
+      {"bad_negative_tokens.h5", "attribute 'tokens' must be >= 1, got -1"},
+      {"bad_tokens_hidden.h5", "tokens x hidden = 4 x 70 do not match n = 300"},
+      {"bad_site_kind.h5", "'/site_kind' holds 300 at index 1"},
+      {"bad_hidden_states_shape.h5", "must have shape [passes, sites + 1, n] = [2, 4, 300]"},
+      {"bad_ranks_range.h5", "'ranks' is 9, must be in [1, 8]"},
       {"does_not_exist.h5", "cannot read the file"}};
   for (const auto& [name, words] : cases) {
     TempDir dir;

@@ -14,7 +14,7 @@ import numpy as np
 
 
 def trace(path, passes=2, sites=3, ranks=4, n=300, dtype="bfloat16", attrs=None, data=None,
-          contributions_dtype=np.float32, shape=None, fixed_strings=False, drop=()):
+          contributions_dtype=np.float32, shape=None, fixed_strings=False, drop=(), extra=None):
     rng = np.random.default_rng(7)
     x = data if data is not None else rng.standard_normal((passes, sites, ranks, n)).astype(np.float32)
     if shape is not None:
@@ -32,6 +32,8 @@ def trace(path, passes=2, sites=3, ranks=4, n=300, dtype="bfloat16", attrs=None,
             d = f.create_dataset("contributions", data=x.astype(contributions_dtype))
             if "dtype" not in drop:
                 d.attrs["dtype"] = np.bytes_(dtype) if fixed_strings else dtype
+        for name, value in (extra or {}).items():
+            f.create_dataset(name, data=value)
 
 
 def main():
@@ -53,6 +55,12 @@ def main():
     trace(p("bad_nonfinite.h5"), data=x)
     with open(p("bad_not_hdf5.h5"), "w") as f:
         f.write("this is not an HDF5 file\n")
+    trace(p("bad_negative_tokens.h5"), attrs={"tokens": -1, "hidden": -300})
+    trace(p("bad_tokens_hidden.h5"), attrs={"tokens": 4, "hidden": 70})
+    trace(p("bad_site_kind.h5"), extra={"site_kind": np.array([0, 300, 1], dtype=np.int64)})
+    trace(p("bad_hidden_states_shape.h5"),
+          extra={"hidden_states": np.zeros((2, 3, 300), dtype=np.float32)})
+    trace(p("bad_ranks_range.h5"), ranks=9)
 
 
 if __name__ == "__main__":

@@ -65,18 +65,7 @@ void check_trace(const std::string& path, std::vector<CheckResult>* out) {
                                    [&](std::size_t site, std::vector<std::vector<float>>& x) {
                                      std::vector<float> flat(info.count * static_cast<std::size_t>(info.ranks), 0.0f);
                                      if (data.ok()) data = trace.read_site(pass, site, flat.data());
-                                     if (data.ok()) {
-                                       const auto bad = std::find_if(flat.begin(), flat.end(),
-                                                                     [](float v) { return !std::isfinite(v); });
-                                       if (bad != flat.end()) {
-                                         const std::size_t i = static_cast<std::size_t>(bad - flat.begin());
-                                         data = Status(StatusCode::kNonFiniteInput,
-                                                       path + ": pass " + std::to_string(pass) + ", site " +
-                                                           std::to_string(site) + ", rank " +
-                                                           std::to_string(i / info.count) + ", element " +
-                                                           std::to_string(i % info.count) + " is not finite");
-                                       }
-                                     }
+                                     if (data.ok()) data = trace.find_nonfinite(pass, site, flat.data(), info.dtype);
                                      if (!data.ok()) std::fill(flat.begin(), flat.end(), 0.0f);
                                      for (std::size_t r = 0; r < x.size(); ++r)
                                        std::copy(flat.begin() + r * info.count, flat.begin() + (r + 1) * info.count, x[r].begin());

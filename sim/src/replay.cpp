@@ -17,27 +17,6 @@ double norm2(const std::vector<double>& v) {
   return std::sqrt(s);
 }
 
-// Refuses values that are non-finite in the trace or become so when rounded to the dtype.
-Status find_nonfinite(const TraceReader& trace, std::size_t pass, std::size_t site,
-                      const float* contributions, DType dtype) {
-  const TraceInfo& info = trace.info();
-  for (int r = 0; r < info.ranks; ++r) {
-    const float* x = contributions + static_cast<std::size_t>(r) * info.count;
-    for (std::size_t i = 0; i < info.count; ++i) {
-      if (!std::isfinite(round_to_dtype(x[i], dtype))) {
-        const std::string what = std::isfinite(x[i]) ? "value " + std::to_string(x[i]) +
-                                                           " overflows " + dtype_name(dtype)
-                                                     : "non-finite value " + std::to_string(x[i]);
-        return Status(StatusCode::kNonFiniteInput,
-                      trace.path() + ": " + what +
-                          " in '/contributions' at pass " + std::to_string(pass) + ", site " +
-                          std::to_string(site) + ", rank " + std::to_string(r) + ", index " +
-                          std::to_string(i) + " (use --allow-nonfinite to replay it anyway)");
-      }
-    }
-  }
-  return Status::Ok();
-}
 
 void write_config_attributes(H5::H5File& file, const AllReduceSpec& spec, const std::string& trace,
                              const char* backend) {
@@ -145,7 +124,9 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
     for (std::size_t site = 0; site < info.sites; ++site) {
       if (Status s = trace.read_site(pass, site, buf.x.data()); !s.ok()) return s;
       if (!options.allow_nonfinite) {
-        if (Status s = find_nonfinite(trace, pass, site, buf.x.data(), spec.dtype); !s.ok()) return s;
+        if (Status s = trace.find_nonfinite(pass, site, buf.x.data(), spec.dtype); !s.ok()) {
+          return Status(s.code(), s.message() + " (use --allow-nonfinite to replay it anyway)");
+        }
       }
       round_to_dtype(buf.x.data(), buf.x.size(), spec.dtype);
       AllReduceReport report;

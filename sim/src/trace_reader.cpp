@@ -1,4 +1,5 @@
 // Validating reader of the trace format (docs/trace-format.md).
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -147,6 +148,24 @@ Status TraceReader::open(const std::string& path) {
     return format_error(path, "unreadable (" + e.getDetailMsg() + ")");
   }
   impl_ = std::move(impl);
+  return Status::Ok();
+}
+
+Status TraceReader::find_nonfinite(std::size_t pass, std::size_t site, const float* contributions,
+                                   DType dtype) const {
+  for (int r = 0; r < info_.ranks; ++r) {
+    const float* x = contributions + static_cast<std::size_t>(r) * info_.count;
+    for (std::size_t i = 0; i < info_.count; ++i) {
+      if (!std::isfinite(round_to_dtype(x[i], dtype))) {
+        const std::string what = std::isfinite(x[i]) ? "value " + std::to_string(x[i]) +
+                                                           " overflows " + dtype_name(dtype)
+                                                     : "non-finite value " + std::to_string(x[i]);
+        return Status(StatusCode::kNonFiniteInput,
+                      path_ + ": " + what + " in '/contributions' at pass " + std::to_string(pass) + ", site " +
+                          std::to_string(site) + ", rank " + std::to_string(r) + ", index " + std::to_string(i));
+      }
+    }
+  }
   return Status::Ok();
 }
 

@@ -48,6 +48,9 @@ class TraceReader {
 
   // contributions of one site: out[rank * count + i], float32.
   Status read_site(std::size_t pass, std::size_t site, float* out) const;
+  // kNonFiniteInput naming the file, pass, site, rank and index of the first of those contributions
+  // that is not finite or becomes so rounded to `dtype`; Ok when there is none.
+  Status find_nonfinite(std::size_t pass, std::size_t site, const float* contributions, DType dtype) const;
   // hidden states of one pass: out[(sites + 1) * count].
   Status read_hidden_states(std::size_t pass, float* out) const;
 

@@ -17,7 +17,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <ctime>
 #include <exception>
 #include <filesystem>
@@ -31,7 +30,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
 
 #include "commands.h"
 #include "echo/cuda/bench_support.h"
@@ -717,21 +715,18 @@ void run_bench(Options opt) {
   }
   bg.stop();
   synchronize_all(c, "end of the run");
-  std::ostringstream tail;
-  if (settling) tail << "# waited " << fmt(settle_total_s, 1) << " s in all for the GPUs' power to settle before rows\n";
-  for (const std::string& n : notes) tail << "# " << n << "\n";
-  std::cout << tail.str();
-  if (!opt.markdown.empty()) {
-    std::string after = tail.str();
-    if (!after.empty()) {
-      // The notes as a list under the table (a line starting with '#' would be a heading there).
-      std::string list = "\n";
-      std::istringstream lines(after);
-      for (std::string l; std::getline(lines, l);) list += "- " + l.substr(2) + "\n";
-      after = list;
-    }
-    append_markdown(opt.markdown, "\n" + head.str() + "\n" + table.str() + after);
+  if (settling) {
+    notes.insert(notes.begin(), "waited " + fmt(settle_total_s, 1) + " s in all for the GPUs' power to settle before rows");
   }
+  // On the terminal as comment lines; in the markdown file as a list under the table (a line
+  // starting with '#' would be a heading there).
+  std::string list = notes.empty() ? "" : "\n";
+  for (const std::string& n : notes) {
+    std::cout << "# " << n << "\n";
+    list += "- " + n + "\n";
+  }
+  std::cout.flush();
+  if (!opt.markdown.empty()) append_markdown(opt.markdown, "\n" + head.str() + "\n" + table.str() + list);
   for (int r = 0; r < c.P; ++r) {
     use_device(c.devs[r]);
     check(kCmd, cuda::destroy_compensator(c.states[r]));

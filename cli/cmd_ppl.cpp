@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>

@@ -76,7 +76,8 @@ Status validate_options(const CommOptions& o) {
   }
   if (!(o.timeout_seconds > 0.0) || !std::isfinite(o.timeout_seconds) || o.timeout_seconds > 1e9) {
     return Status(StatusCode::kInvalidArgument,
-                  "CommOptions::timeout_seconds must be positive and finite, got " + std::to_string(o.timeout_seconds));
+                  "CommOptions::timeout_seconds must be positive, finite and at most 1e9, got " +
+                      std::to_string(o.timeout_seconds));
   }
   if (!(o.tiles_per_sqrt_iteration >= 0.0) || !std::isfinite(o.tiles_per_sqrt_iteration) || o.tiles_per_wave < 0 ||
       o.reduce_lag_waves < 0 || o.tail_lag_waves < 0) {

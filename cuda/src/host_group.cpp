@@ -49,7 +49,7 @@ class HostGroupImpl final : public HostGroup {
 
   ~HostGroupImpl() override {
     // Also after a failed init(): ranks whose communicator was never made own nothing.
-    for (int r = 0; r < static_cast<int>(comms_.size()) && r < static_cast<int>(bufs_.size()); ++r) {
+    for (int r = 0; r < static_cast<int>(comms_.size()); ++r) {
       if (comms_[r] == nullptr) continue;
       RankBuffers& b = bufs_[r];
       cudaSetDevice(devices_[r]);

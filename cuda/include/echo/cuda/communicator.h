@@ -47,7 +47,7 @@ inline constexpr std::size_t default_slot_bytes(int ranks) {
 inline constexpr std::size_t kMinSlotBytes = std::size_t{64} << 10;
 
 // Creation refuses (kInvalidArgument) a slot_bytes other than 0 below kMinSlotBytes, a timeout that
-// is not positive and finite, and negative tiling or lag settings.
+// is not positive, finite and at most 1e9 s, and negative tiling or lag settings.
 struct CommOptions {
   // Bytes of one source's receive slot: one round of a segment's codes and parameters (0:
   // default_slot_bytes(P)). Larger messages run in several rounds (bit-identical: rounds split on

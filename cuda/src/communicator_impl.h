@@ -134,8 +134,7 @@ inline void set_job_trace(Communicator* comm, unsigned long long* records, std::
   comm->job_trace = records;
   comm->job_trace_records = records == nullptr ? 0 : count;
 }
-// The spec is valid (AllReduceSpec::validate) and within what the CUDA path implements.
-Status validate_spec(const AllReduceSpec& spec, int ranks);
+// CommOptions within their documented ranges (slot size, timeout, tiling, lags).
 Status validate_options(const CommOptions& options);
 // Allocates and zeroes the rank's workspace, streams, events and error record.
 Status init_local(Communicator* comm);

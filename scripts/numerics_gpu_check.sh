@@ -67,7 +67,6 @@ build_old() {
     mkdir -p "$old_build/nccl-lib" && ln -sf "$nccl_root/lib/libnccl.so.2" "$old_build/nccl-lib/libnccl.so"
     export LIBRARY_PATH="$old_build/nccl-lib:${LIBRARY_PATH:-}"
   fi
-  [[ -f $src/scripts/fetch_nvml_header.sh ]] && bash "$src/scripts/fetch_nvml_header.sh" >/dev/null 2>&1
   cmake -S "$src" -B "$old_build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DECHO_BUILD_MODEL=OFF -DECHO_BUILD_TESTS=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
         -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial &&

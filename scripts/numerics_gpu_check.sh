@@ -93,6 +93,7 @@ stage_sanitize() { gpu_check sanitize || status=1; }
 # tree, and the kernels whose counts differ (the layer was to leave the hot loops as they were).
 stage_sass() {
   local side lib
+  command -v cuobjdump >/dev/null || { note "sass: no cuobjdump on PATH, skipped"; return; }
   for side in old new; do
     lib=$old_build
     [[ $side == new ]] && lib=$build

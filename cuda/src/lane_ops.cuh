@@ -28,9 +28,12 @@ __device__ __forceinline__ void apply_compensation(const CompensatorArgs& c, boo
   for (int k = 0; k < E; ++k) x[k] = compensated_value(c, m1[k], m2[k], x[k]);
 }
 
-// m_j = beta_j * m_j + (1 - beta_j) * u (numerics::ema_step); the lane's NaN averages canonical
-// (they are stored next, rounded to bf16 for bf16 state as numerics::round_state does).
-using numerics::ema_step;
+// m_j = beta_j * m_j + (1 - beta_j) * u (numerics::ema_step, under the kernels' name); the lane's
+// NaN averages canonical (they are stored next, rounded to bf16 for bf16 state as
+// numerics::round_state does).
+__device__ __forceinline__ float ema(float beta, float m, float one_minus_beta, float u) {
+  return numerics::ema_step(beta, m, one_minus_beta, u);
+}
 
 template <int E>
 __device__ __forceinline__ void update_state(const CompensatorArgs& c, const float (&u)[E],
@@ -40,8 +43,8 @@ __device__ __forceinline__ void update_state(const CompensatorArgs& c, const flo
   const float ob1 = single ? c.ob : c.ob1;
 #pragma unroll
   for (int k = 0; k < E; ++k) {
-    m1[k] = ema_step(b1, m1[k], ob1, u[k]);
-    if (!single) m2[k] = ema_step(c.beta2, m2[k], c.ob2, u[k]);
+    m1[k] = ema(b1, m1[k], ob1, u[k]);
+    if (!single) m2[k] = ema(c.beta2, m2[k], c.ob2, u[k]);
   }
   canonicalize_lane<E>(m1);
   if (!single) canonicalize_lane<E>(m2);

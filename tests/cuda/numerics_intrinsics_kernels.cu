@@ -38,7 +38,7 @@ __global__ void half_rne_kernel(Tally* t) {
     if (v != v) continue;
     const float w = __uint_as_float(u ^ 0x80001234u);  // a second operand for the pair conversion
     const std::uint16_t want = portable::float_to_half_bits_rne(v);
-    bool ok = finite_to_half_bits(v) == want && Elem<DType::kFloat16>::store_not_nan(v) == want;
+    bool ok = numerics::finite_to_half_bits(v) == want && Elem<DType::kFloat16>::store_not_nan(v) == want;
     if (w == w) {
       const unsigned pair = Elem<DType::kFloat16>::store_pair_not_nan(v, w);
       ok = ok && pair == (want | (static_cast<unsigned>(portable::float_to_half_bits_rne(w)) << 16));
@@ -61,7 +61,7 @@ __global__ void half_to_float_kernel(Tally* t) {
   if (i >= 0x10000u) return;
   const std::uint16_t h = static_cast<std::uint16_t>(i);
   const float want = portable::half_bits_to_float(h);
-  const float got = half_bits_to_float(h);
+  const float got = numerics::half_bits_to_float(h);  // the device path: cvt.f32.f16
   const bool ok = want != want ? got != got : __float_as_uint(got) == __float_as_uint(want);
   if (!ok) record(t, i);
 }
@@ -72,11 +72,11 @@ __global__ void bf16_rne_kernel(Tally* t) {
     const float v = __uint_as_float(u);
     if (v != v) continue;
     const float w = __uint_as_float(u ^ 0x80001234u);
-    const std::uint16_t want = float_to_bf16_bits(v);
+    const std::uint16_t want = numerics::float_to_bf16_bits(v);
     bool ok = Elem<DType::kBFloat16>::store_not_nan(v) == want;
     if (w == w) {
       const unsigned pair = Elem<DType::kBFloat16>::store_pair_not_nan(v, w);
-      ok = ok && pair == (want | (static_cast<unsigned>(float_to_bf16_bits(w)) << 16));
+      ok = ok && pair == (want | (static_cast<unsigned>(numerics::float_to_bf16_bits(w)) << 16));
     }
     if (!ok) record(t, i);
   }

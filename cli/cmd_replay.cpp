@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "echo/cuda/can_implement.h"
 #include "echo/replay.h"
 #include "spec_options.h"
 #ifdef ECHO_CLI_HAS_CUDA_BACKEND
@@ -72,17 +73,16 @@ void run_replay(const ReplayArgs& args) {
   AllReduceSpec spec = options.spec;
   spec.dtype = options.dtype_override.value_or(trace.info().dtype);
   spec.direction = trace.info().direction;
-  check(name, spec.validate(trace.info().ranks));
 
   std::unique_ptr<AllReduceBackend> backend;
   if (args.backend == "cpu") {
+    check(name, spec.validate(trace.info().ranks));
     backend = make_cpu_backend(spec, trace.info().ranks);
   } else {
-    // What the CUDA path implements, refused as bad options before any GPU work.
-    if (spec.quant.bits != 4 && spec.quant.bits != 8) {
-      fail(name, kExitBadInput, "--backend cuda supports --bits 4 and 8, got " + std::to_string(spec.quant.bits));
+    // What the CUDA path implements, refused as bad options before any GPU work (in every build).
+    if (Status s = cuda::can_implement(spec, trace.info().ranks); !s.ok()) {
+      fail(name, kExitBadInput, "--backend cuda: " + s.message());
     }
-    if (spec.algorithm != Algorithm::kOwner) fail(name, kExitBadInput, "--backend cuda supports --algorithm owner only");
 #ifdef ECHO_CLI_HAS_CUDA_BACKEND
     check(name, make_cuda_backend(spec, trace.info().ranks, &backend));
 #else

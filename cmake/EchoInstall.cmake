@@ -1,7 +1,7 @@
 # `cmake --install` ships the libraries, headers, echotk and a package for find_package(Echo).
 include(CMakePackageConfigHelpers)
 set(ECHO_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/Echo)
-set(ECHO_EXPORTED_TARGETS echo_reference)
+set(ECHO_EXPORTED_TARGETS echo_reference echo_cuda_can_implement)
 if(TARGET echo_cuda)
   list(APPEND ECHO_EXPORTED_TARGETS echo_cuda)
 endif()
@@ -13,6 +13,9 @@ install(TARGETS echotk RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/reference/include/echo DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET echo_cuda AND EXISTS ${PROJECT_SOURCE_DIR}/cuda/include/echo)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/cuda/include/echo DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+else()
+  install(FILES ${PROJECT_SOURCE_DIR}/cuda/include/echo/cuda/can_implement.h
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/echo/cuda)
 endif()
 install(EXPORT EchoTargets NAMESPACE Echo:: DESTINATION ${ECHO_INSTALL_CMAKEDIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/EchoConfig.cmake.in

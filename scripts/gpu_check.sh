@@ -2,7 +2,8 @@
 # Builds, tests and benchmarks the CUDA library on the GPU machine in one go; logs go to $OUT
 # (or ./gpu-check-out). Stages run in the order given (default: build test replay bench):
 #   build      configure + build echotk and the GPU tests (sm_90, Release)
-#   test       ctest -L gpu (bit-exact sweep, device API, graph replay, 10,000 calls, timeout,
+#   test-numerics  cuda_numerics_intrinsics, cuda_bitexact, cuda_device_api only
+#   test       ctest -L gpu (the device's conversion instructions against the shared numerics, bit-exact sweep, device API, graph replay, 10,000 calls, timeout,
 #              NCCL transport, both process models); on several GPUs the bit-exact sweep once
 #              more with every rank on GPU 0
 #   replay     scripts/replay_parity.sh: `echotk replay --backend cuda` against `--backend cpu` on
@@ -64,7 +65,7 @@ stage_build() {
         -DECHO_BUILD_MODEL=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
         -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||
     { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
-  cmake --build "$build" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api echo_cuda_multiprocess echo_cuda_stage_probe echo_cuda_job_trace \
+  cmake --build "$build" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api cuda_numerics_intrinsics echo_cuda_multiprocess echo_cuda_stage_probe echo_cuda_job_trace \
         >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
   note "build ok; $(grep -o "echo_cuda_multiprocess: .*" "$out/configure.log")"
 }
@@ -80,9 +81,17 @@ run_suite() {
   note "$label: rc=$rc $(grep -E 'Test module|failure|error' "$log" | grep -v 'no errors' | head -8 | tr '\n' ' ')"
 }
 
+# The bit-exact suites alone (scripts/numerics_gpu_check.sh): no multi-process run.
+stage_test-numerics() {
+  local t
+  for t in cuda_numerics_intrinsics cuda_bitexact cuda_device_api; do
+    run_suite "$t" "$out/test-$t.log" "$t"
+  done
+}
+
 stage_test() {
   local t
-  for t in cuda_bitexact cuda_device_api; do
+  for t in cuda_numerics_intrinsics cuda_bitexact cuda_device_api; do
     run_suite "$t" "$out/test-$t.log" "$t"
   done
   # Every rank on one GPU is the stress case for kernels that must fit beside spinning peers

@@ -87,23 +87,16 @@ Status validate_options(const CommOptions& o) {
   return Status::Ok();
 }
 
-Status validate_spec(const AllReduceSpec& spec, int ranks) {
-  if (Status s = spec.validate(ranks); !s.ok()) return s;
-  if (spec.quant.bits != 4 && spec.quant.bits != 8) {
-    return Status(StatusCode::kUnsupported, "the CUDA path supports 4 and 8 bits, got " +
-                                                std::to_string(spec.quant.bits));
-  }
-  if (spec.algorithm != Algorithm::kOwner) {
-    return Status(StatusCode::kUnsupported, "the CUDA path implements the owner algorithm only");
-  }
-  return Status::Ok();
+Status can_implement(const AllReduceSpec& spec, int ranks, const CommOptions& options) {
+  ECHO_RETURN_IF_ERROR(can_implement(spec, ranks));
+  return validate_options(options);
 }
 
 namespace {
 
 Status validate_call(const Communicator* comm, std::size_t count, const AllReduceSpec& spec,
                      const CompensatorBuffers* state) {
-  ECHO_RETURN_IF_ERROR(validate_spec(spec, comm->ranks));
+  ECHO_RETURN_IF_ERROR(can_implement(spec, comm->ranks));
   if (count == 0) return Status(StatusCode::kInvalidArgument, "element count must be >= 1");
   if (spec.compensator.mode != CompensatorMode::kOff) {
     if (state == nullptr) {

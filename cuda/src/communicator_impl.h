@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "echo/cuda/communicator.h"
+#include "echo/numerics/compensator_step.h"
 #include "kernel_args.h"
 
 namespace echo::cuda {
@@ -72,13 +73,13 @@ inline void set_compensator_args(const CompensatorSpec& cs, CompensatorArgs* c) 
   c->residual = cs.residual;
   c->eta = cs.eta;
   c->a = cs.a;
-  c->oa = 1.0f - cs.a;
+  c->oa = numerics::one_minus(cs.a);
   c->beta1 = cs.beta1;
-  c->ob1 = 1.0f - cs.beta1;
+  c->ob1 = numerics::one_minus(cs.beta1);
   c->beta2 = cs.beta2;
-  c->ob2 = 1.0f - cs.beta2;
+  c->ob2 = numerics::one_minus(cs.beta2);
   c->beta = cs.beta;
-  c->ob = 1.0f - cs.beta;
+  c->ob = numerics::one_minus(cs.beta);
   if (cs.mode != CompensatorMode::kOff) c->bf16_state = cs.state_dtype == DType::kBFloat16;
 }
 
@@ -133,8 +134,7 @@ inline void set_job_trace(Communicator* comm, unsigned long long* records, std::
   comm->job_trace = records;
   comm->job_trace_records = records == nullptr ? 0 : count;
 }
-// The spec is valid (AllReduceSpec::validate) and within what the CUDA path implements.
-Status validate_spec(const AllReduceSpec& spec, int ranks);
+// CommOptions within their documented ranges (slot size, timeout, tiling, lags).
 Status validate_options(const CommOptions& options);
 // Allocates and zeroes the rank's workspace, streams, events and error record.
 Status init_local(Communicator* comm);

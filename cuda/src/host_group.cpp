@@ -115,7 +115,6 @@ class HostGroupImpl final : public HostGroup {
     if (inputs == nullptr || outputs == nullptr) {
       return Status(StatusCode::kInvalidArgument, "inputs and outputs must not be null");
     }
-    if (Status s = spec_.validate(ranks_); !s.ok()) return s;
     const bool compensate = spec_.compensator.mode != CompensatorMode::kOff;
     if (compensate && state_count_ != 0 && state_count_ != count) {
       return Status(StatusCode::kInvalidArgument,
@@ -223,7 +222,7 @@ class HostGroupImpl final : public HostGroup {
 Status HostGroup::create(int ranks, const AllReduceSpec& spec, std::unique_ptr<HostGroup>* out,
                          std::size_t exact_capacity, std::size_t split_tail_min_count) {
   if (out == nullptr) return Status(StatusCode::kInvalidArgument, "null output");
-  ECHO_RETURN_IF_ERROR(validate_spec(spec, ranks));
+  ECHO_RETURN_IF_ERROR(can_implement(spec, ranks));
   auto g = std::make_unique<HostGroupImpl>(ranks, spec, exact_capacity, split_tail_min_count);
   ECHO_RETURN_IF_ERROR(g->init());
   *out = std::move(g);

@@ -5,6 +5,8 @@
 #include "kernel_args.h"
 #include "flags.cuh"
 #include "lane_io.cuh"
+#include "echo/numerics/backward_scale.h"
+#include "echo/numerics/compensator_step.h"
 
 namespace echo::cuda::device {
 
@@ -12,10 +14,9 @@ namespace echo::cuda::device {
 // exactly (x + 0 would turn -0 into +0), as the reference does for an empty state. A NaN in x' is
 // left as the hardware makes it: it matters only where x' is stored, which canonicalizes it.
 __device__ __forceinline__ float compensated_value(const CompensatorArgs& c, float m1, float m2, float x) {
-  const float corr = c.mode == CompensatorMode::kSingle
-                         ? __fmul_rn(c.eta, m1)
-                         : __fmul_rn(c.eta, __fadd_rn(__fmul_rn(c.a, m1), __fmul_rn(c.oa, m2)));
-  return __fadd_rn(x, corr);
+  const float corr = c.mode == CompensatorMode::kSingle ? numerics::single_correction(c.eta, m1)
+                                                        : numerics::dual_correction(c.eta, c.a, c.oa, m1, m2);
+  return numerics::compensate(x, corr);
 }
 
 template <int E>
@@ -27,9 +28,11 @@ __device__ __forceinline__ void apply_compensation(const CompensatorArgs& c, boo
   for (int k = 0; k < E; ++k) x[k] = compensated_value(c, m1[k], m2[k], x[k]);
 }
 
-// m_j = beta_j * m_j + (1 - beta_j) * u; the lane's NaN averages canonical (they are stored next).
+// m_j = beta_j * m_j + (1 - beta_j) * u (numerics::ema_step, under the kernels' name); the lane's
+// NaN averages canonical (they are stored next, rounded to bf16 for bf16 state as
+// numerics::round_state does).
 __device__ __forceinline__ float ema(float beta, float m, float one_minus_beta, float u) {
-  return __fadd_rn(__fmul_rn(beta, m), __fmul_rn(one_minus_beta, u));
+  return numerics::ema_step(beta, m, one_minus_beta, u);
 }
 
 template <int E>
@@ -74,14 +77,8 @@ __device__ __forceinline__ void store_state(const CompensatorArgs& c, std::size_
   if (c.mode == CompensatorMode::kDual) store_f32<E>(c.m2 + e0, valid, m2);
 }
 
-// Backward shared exponent: k with M * 2^k in [2^14, 2^15), 0 for M = 0 or non-finite
-// (echo::backward_scale_exponent).
-__device__ __forceinline__ int backward_exponent(float m) {
-  if (!(m > 0.0f) || !is_finite(m)) return 0;
-  int e = 0;
-  frexpf(m, &e);
-  return 14 - (e - 1);
-}
+// Backward shared exponent: k with M * 2^k in [2^14, 2^15), 0 for M = 0 or non-finite.
+using numerics::backward_exponent;
 
 struct GroupStats {
   float mn;
@@ -138,10 +135,10 @@ __device__ __forceinline__ unsigned load_param_word(const unsigned char* params,
 // all-ones exponent marks a poisoned group (s = NaN); the rest convert in hardware.
 __device__ __forceinline__ DecodeParams params_of_word(unsigned w, bool symmetric, int bits) {
   const std::uint16_t s_bits = static_cast<std::uint16_t>(w & 0xFFFFu);
-  if ((s_bits & 0x7C00u) == 0x7C00u) return {poisoned_value(), 0.0f};
-  const float s = __half2float(__ushort_as_half(s_bits));
+  if ((s_bits & numerics::kHalfExponentMask) == numerics::kHalfExponentMask) return {poisoned_value(), 0.0f};
+  const float s = half_bits_to_float(s_bits);
   if (symmetric) return {s, static_cast<float>(1 << (bits - 1))};
-  return {s, __half2float(__ushort_as_half(static_cast<std::uint16_t>(w >> 16)))};
+  return {s, half_bits_to_float(static_cast<std::uint16_t>(w >> 16))};
 }
 
 
@@ -157,8 +154,8 @@ __device__ __forceinline__ void store_params(unsigned char* params, std::size_t 
 
 __device__ __forceinline__ DecodeParams decode_params_of(const GroupMap& m, bool symmetric, int bits) {
   if (m.poisoned) return {poisoned_value(), 0.0f};
-  return {__half2float(__ushort_as_half(m.scale)),
-          symmetric ? static_cast<float>(1 << (bits - 1)) : __half2float(__ushort_as_half(m.zero_point))};
+  return {half_bits_to_float(m.scale),
+          symmetric ? static_cast<float>(1 << (bits - 1)) : half_bits_to_float(m.zero_point)};
 }
 
 // Shared power-of-two factors of a backward call: scale = 2^k, unscale = 2^-k.
@@ -168,7 +165,7 @@ struct Scaling {
   float unscale;
 };
 
-__device__ __forceinline__ Scaling make_scaling(int k) { return {k, ldexpf(1.0f, k), ldexpf(1.0f, -k)}; }
+__device__ __forceinline__ Scaling make_scaling(int k) { return {k, numerics::pow2(k), numerics::pow2(-k)}; }
 
 // Block-level read of the group's shared exponent: every rank's max |x'| for this call.
 __device__ inline bool block_read_scaling(const CallArgs& a, unsigned long long call_epoch,

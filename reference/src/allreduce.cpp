@@ -4,10 +4,12 @@
 #include "echo/allreduce.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include "echo/numerics/backward_scale.h"
+#include "echo/numerics/compensator_step.h"
 
 namespace echo {
 namespace {
@@ -25,7 +27,7 @@ void transport(const QuantSpec& spec, const float* values, std::size_t len, floa
 }
 
 void scale_by_power_of_two(const float* in, std::size_t count, int k, float* out) {
-  const float f = std::ldexp(1.0f, k);
+  const float f = numerics::pow2(k);
 #pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
   for (std::size_t i = 0; i < count; ++i) out[i] = in[i] * f;
 }
@@ -36,7 +38,7 @@ float max_abs(const float* x, std::size_t count) {
 #pragma omp parallel for simd reduction(max : m) reduction(| : bad) if (count >= (1u << 16))
   for (std::size_t i = 0; i < count; ++i) {
     const float a = std::fabs(x[i]);
-    bad |= !(a <= FLT_MAX);
+    bad |= !numerics::is_finite(a);
     m = a > m ? a : m;
   }
   return bad ? std::numeric_limits<float>::infinity() : m;
@@ -94,7 +96,7 @@ void reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::size_t beg
       if (local) {
         float* u = ws.residual[i].data() + begin;
         const float* xp = ws.x_prime[i].data() + begin;
-        for (std::size_t e = 0; e < len; ++e) u[e] = xp[e] - received[e] * unscale;
+        for (std::size_t e = 0; e < len; ++e) u[e] = numerics::local_residual(xp[e], received[e] * unscale);
       }
     }
     if (i == 0) {
@@ -183,12 +185,7 @@ Status AllReduceSpec::validate(int ranks) const {
   return Status::Ok();
 }
 
-int backward_scale_exponent(float max_abs_value) {
-  if (!(max_abs_value > 0.0f) || !std::isfinite(max_abs_value)) return 0;
-  int e = 0;
-  std::frexp(max_abs_value, &e);  // max = f * 2^e with f in [0.5, 1): exponent of [1, 2) is e - 1
-  return 14 - (e - 1);
-}
+int backward_scale_exponent(float max_abs_value) { return numerics::backward_exponent(max_abs_value); }
 
 void exact_allreduce(DType dtype, int ranks, std::size_t count, const float* const* inputs,
                      float* out) {
@@ -244,7 +241,7 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
     }
   }
   local_report.scale_exponent = k;
-  const float unscale = std::ldexp(1.0f, -k);
+  const float unscale = numerics::pow2(-k);
 
   const bool local = compensate && comp.residual == ResidualMode::kLocal;
   const Segmentation seg(count, spec.quant.group, ranks);
@@ -276,7 +273,7 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
         if (local) {
           float* ur = ws.residual[r].data();
           const float* xp = ws.x_prime[r].data();
-          for (std::size_t e = 0; e < count; ++e) ur[e] = xp[e] - sr[e];
+          for (std::size_t e = 0; e < count; ++e) ur[e] = numerics::local_residual(xp[e], sr[e]);
         }
       }
     }
@@ -323,13 +320,15 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
         const std::size_t begin = seg.begin(r);
         const std::size_t end = seg.end(r);
         if (exact_rounded) {
-          for (std::size_t e = begin; e < end; ++e) ur[e] = ur[e] + (acc[e] * unscale - yr[e]);
+          for (std::size_t e = begin; e < end; ++e) {
+            ur[e] = numerics::local_residual_sum(ur[e], numerics::local_residual(acc[e] * unscale, yr[e]));
+          }
         } else {
-          for (std::size_t e = begin; e < end; ++e) ur[e] = acc[e] * unscale - yr[e];
+          for (std::size_t e = begin; e < end; ++e) ur[e] = numerics::local_residual(acc[e] * unscale, yr[e]);
         }
         compensator_update(comp, states[r], ur, count);
       } else {
-        for (std::size_t e = 0; e < count; ++e) u[e] = xp[e] - yr[e] / p;
+        for (std::size_t e = 0; e < count; ++e) u[e] = numerics::global_residual(xp[e], yr[e], p);
         compensator_update(comp, states[r], u.data(), count);
       }
     }

@@ -1,8 +1,10 @@
-// Algorithm 1 of the paper; operation order in docs/numerics.md, section 6.
+// Algorithm 1 of the paper over whole messages; the scalar steps are
+// echo/numerics/compensator_step.h (shared with the CUDA kernels), docs/numerics.md section 6.
 #include "echo/compensator.h"
 
-#include <cmath>
 #include <string>
+
+#include "echo/numerics/compensator_step.h"
 
 namespace echo {
 
@@ -59,38 +61,33 @@ void compensator_apply(const CompensatorSpec& spec, const CompensatorState& stat
   if (spec.mode == CompensatorMode::kSingle) {
 #pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
     for (std::size_t i = 0; i < count; ++i) {
-      const float c = eta * m1[i];
-      x_prime[i] = canonical_nan(x[i] + c);
+      const float c = numerics::single_correction(eta, m1[i]);
+      x_prime[i] = canonical_nan(numerics::compensate(x[i], c));
     }
     return;
   }
   const float a = spec.a;
-  const float oa = 1.0f - a;
+  const float oa = numerics::one_minus(a);
   const float* m2 = state.m2.data();
 #pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
   for (std::size_t i = 0; i < count; ++i) {
-    const float slow = a * m1[i];
-    const float fast = oa * m2[i];
-    const float blend = slow + fast;
-    const float c = eta * blend;
-    x_prime[i] = canonical_nan(x[i] + c);
+    const float c = numerics::dual_correction(eta, a, oa, m1[i], m2[i]);
+    x_prime[i] = canonical_nan(numerics::compensate(x[i], c));
   }
 }
 
 namespace {
 
-// m = fp32(fp32(beta * m) + fp32((1 - beta) * u)), then rounded to the state dtype (a NaN stored as
-// the canonical one).
+// m = fp32(fp32(beta * m) + fp32((1 - beta) * u)), stored in the state dtype (a NaN as the
+// canonical one).
 void ema_update(std::vector<float>& m, float beta, const float* u, std::size_t count, DType state_dtype) {
-  const float ob = 1.0f - beta;
+  const float ob = numerics::one_minus(beta);
+  const bool bf16 = state_dtype == DType::kBFloat16;
   float* p = m.data();
 #pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
   for (std::size_t i = 0; i < count; ++i) {
-    const float kept = beta * p[i];
-    const float fresh = ob * u[i];
-    p[i] = canonical_nan(kept + fresh);
+    p[i] = numerics::round_state(numerics::ema_step(beta, p[i], ob, u[i]), bf16);
   }
-  if (state_dtype != DType::kFloat32) round_to_dtype(p, count, state_dtype);
 }
 
 }  // namespace

@@ -1,11 +1,8 @@
-// Conversions delegate to Eigen's half and bfloat16, which round to nearest even (in software, or
-// with F16C's round-to-nearest mode when the compiler enables it).
+// The public conversions and the element loops over echo/numerics/dtype_rounding.h, where the
+// rounding rules are written once for host and device.
 #include "echo/dtype.h"
 
-#include <cmath>
-#include <cstring>
-
-#include <Eigen/Core>
+#include "echo/numerics/dtype_rounding.h"
 
 namespace echo {
 
@@ -32,39 +29,23 @@ void canonicalize_nans(float* values, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) values[i] = canonical_nan(values[i]);
 }
 
-std::uint16_t float_to_half_bits(float value) {
-  // Eigen's NaN keeps the sign, and with F16C the payload as well: the contract's NaN instead.
-  if (std::isnan(value)) return kCanonicalNaNHalf;
-  return Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(value));
-}
+std::uint16_t float_to_half_bits(float value) { return numerics::float_to_half_bits(value); }
 
-float half_bits_to_float(std::uint16_t bits) {
-  return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits));
-}
+float half_bits_to_float(std::uint16_t bits) { return numerics::half_bits_to_float(bits); }
 
-std::uint16_t float_to_bfloat16_bits(float value) {
-  if (std::isnan(value)) return kCanonicalNaNBFloat16;  // Eigen keeps the sign
-  return Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(value));
-}
+std::uint16_t float_to_bfloat16_bits(float value) { return numerics::float_to_bf16_bits(value); }
 
-float bfloat16_bits_to_float(std::uint16_t bits) {
-  return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits));
-}
+float bfloat16_bits_to_float(std::uint16_t bits) { return numerics::bf16_bits_to_float(bits); }
 
 std::uint16_t float_to_half_bits_round_up(float value) {
-  std::uint16_t bits = float_to_half_bits(value);
-  if (std::isnan(value)) return bits;
-  // Non-negative binary16 patterns are ordered like the values they encode, so +1 is "next up";
-  // 0x7BFF (65504) + 1 is +Inf.
-  if (half_bits_to_float(bits) < value) ++bits;
-  return bits;
+  return numerics::float_to_half_bits_round_up(value);
 }
 
 float round_to_dtype(float value, DType dtype) {
   switch (dtype) {
     case DType::kFloat32: return canonical_nan(value);
-    case DType::kBFloat16: return bfloat16_bits_to_float(float_to_bfloat16_bits(value));
-    case DType::kFloat16: return half_bits_to_float(float_to_half_bits(value));
+    case DType::kBFloat16: return numerics::round_to_bf16(value);
+    case DType::kFloat16: return numerics::round_to_half(value);
   }
   return value;
 }
@@ -75,18 +56,8 @@ void round_to_dtype(float* values, std::size_t count, DType dtype) {
     return;
   }
   if (dtype == DType::kBFloat16) {
-    // The same conversion as float_to_bfloat16_bits, on bit patterns so it vectorizes: add 0x7FFF
-    // plus the lowest kept bit, then clear the low half; a NaN becomes the canonical 0x7FC0 (as the
-    // scalar conversion and the CUDA kernels do).
 #pragma omp parallel for simd schedule(static) if (count >= (1u << 18))
-    for (std::size_t i = 0; i < count; ++i) {
-      std::uint32_t bits;
-      std::memcpy(&bits, &values[i], sizeof bits);
-      const bool is_nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
-      const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
-      const std::uint32_t out = is_nan ? kCanonicalNaNFloat : rounded;
-      std::memcpy(&values[i], &out, sizeof out);
-    }
+    for (std::size_t i = 0; i < count; ++i) values[i] = numerics::round_to_bf16(values[i]);
     return;
   }
   for (std::size_t i = 0; i < count; ++i) values[i] = round_to_dtype(values[i], dtype);

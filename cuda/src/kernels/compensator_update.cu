@@ -22,8 +22,8 @@ __global__ void __launch_bounds__(kBlockThreads, kAuxBlocksPerSm) compensator_up
   const bool fresh = *a.comp.fresh != 0;
   const bool out_aligned = (reinterpret_cast<std::uintptr_t>(a.out) & 15u) == 0;
   const float p = static_cast<float>(a.ranks);
-  // y / P: for a power-of-two P the product with 1 / P is the same correctly rounded quotient, one
-  // multiplication instead of a division.
+  // y / P: for a power-of-two P the product with 1 / P is the same correctly rounded quotient
+  // (numerics::global_residual_pow2), one multiplication instead of a division.
   const bool pow2 = (a.ranks & (a.ranks - 1)) == 0;
   const float inv_p = 1.0f / p;
   const std::size_t lanes = (a.count + E - 1) / E;
@@ -38,7 +38,9 @@ __global__ void __launch_bounds__(kBlockThreads, kAuxBlocksPerSm) compensator_up
     apply_compensation<E>(a.comp, fresh, m1, m2, x);
     float u[E];
 #pragma unroll
-    for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[k], pow2 ? __fmul_rn(y[k], inv_p) : __fdiv_rn(y[k], p));
+    for (int k = 0; k < E; ++k) {
+      u[k] = pow2 ? numerics::global_residual_pow2(x[k], y[k], inv_p) : numerics::global_residual(x[k], y[k], p);
+    }
     update_state<E>(a.comp, u, m1, m2);
     store_state<E>(a.comp, e0, valid, m1, m2);
   }

@@ -303,16 +303,16 @@ __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallA
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
             if (comp_args.residual == ResidualMode::kGlobal) {
-              u[k] = __fsub_rn(x[k], __fdiv_rn(y[k], p));
+              u[k] = numerics::global_residual(x[k], y[k], p);
             } else {
               // Local: the owner's gather error on its own segment, after this rank's rounding
               // error of x' wherever x' was rounded.
               const std::size_t e = e0 + k;
               const bool owned = e >= own_begin && e < own_end;
-              const float g = owned ? __fsub_rn((!kSpec && a.backward) ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]) : 0.0f;
+              const float g = owned ? numerics::local_residual((!kSpec && a.backward) ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]) : 0.0f;
               if (rounded) {
-                const float d = __fsub_rn(x[k], own[k]);
-                u[k] = owned ? __fadd_rn(d, g) : d;
+                const float d = numerics::local_residual(x[k], own[k]);
+                u[k] = owned ? numerics::local_residual_sum(d, g) : d;
               } else {
                 u[k] = g;
               }

@@ -384,7 +384,7 @@ struct OwnerStages {
         for (int k = 0; k < E; ++k) {
           float v = map.poisoned ? poisoned_value() : decode_finite_value(dp.s, dp.z, q[k]);
           if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);
-          u[k] = __fsub_rn(x[k], v);
+          u[k] = numerics::local_residual(x[k], v);
         }
         update_state<E>(c, u, m1, m2);
         store_state<E>(c, g.e0, g.valid, m1, m2);
@@ -542,7 +542,7 @@ struct OwnerStages {
         // Local residual of the owner: its gather error, u = acc - y (gradient units).
         float u[E];
 #pragma unroll
-        for (int k = 0; k < E; ++k) u[k] = __fsub_rn(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
+        for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
         update_state<E>(c, u, m1, m2);
         store_state<E>(c, g.e0, g.valid, m1, m2);
       }

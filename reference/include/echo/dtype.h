@@ -3,9 +3,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string_view>
+
+#include "echo/numerics/constants.h"
+#include "echo/numerics/dtype_rounding.h"
 
 namespace echo {
 
@@ -17,26 +19,18 @@ const char* dtype_name(DType dtype);
 std::optional<DType> parse_dtype(std::string_view name);
 std::size_t dtype_size(DType dtype);
 
-// The one NaN of each type that the library writes (docs/numerics.md 1): the positive quiet NaN.
-// IEEE 754 leaves the sign and payload of a NaN result to the implementation (x86 returns the
-// first NaN operand, a GPU its own canonical NaN, and a compiler may swap the operands of a
-// commutative operation), so every NaN is rewritten to these where a value is stored.
-inline constexpr std::uint32_t kCanonicalNaNFloat = 0x7FC00000u;
-inline constexpr std::uint16_t kCanonicalNaNBFloat16 = 0x7FC0;
-inline constexpr std::uint16_t kCanonicalNaNHalf = 0x7E00;
-// v, or the canonical fp32 NaN when v is NaN (inline: element loops vectorize with it).
-inline float canonical_nan(float v) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) bits = kCanonicalNaNFloat;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
+// The one NaN of each type that the library writes, and canonical_nan(v): v, or the canonical
+// fp32 NaN when v is NaN (echo/numerics/constants.h and dtype_rounding.h, docs/numerics.md 1).
+using numerics::canonical_nan;
+using numerics::kCanonicalNaNBFloat16;
+using numerics::kCanonicalNaNFloat;
+using numerics::kCanonicalNaNHalf;
 // canonical_nan() on count values in place.
 void canonicalize_nans(float* values, std::size_t count);
 
 // IEEE binary16 and bfloat16 bit patterns. All conversions from float round to nearest even;
-// NaN becomes the canonical NaN of the type, overflow goes to +-Inf as IEEE requires.
+// NaN becomes the canonical NaN of the type, overflow goes to +-Inf as IEEE requires (the rules:
+// echo/numerics/dtype_rounding.h).
 std::uint16_t float_to_half_bits(float value);
 float half_bits_to_float(std::uint16_t bits);
 std::uint16_t float_to_bfloat16_bits(float value);

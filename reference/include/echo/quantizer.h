@@ -45,16 +45,15 @@ struct QuantSpec {
   std::size_t param_bytes() const { return kind == QuantizerKind::kSymmetric ? 2 : 4; }
 };
 
-// fp16 bit patterns of one group's parameters. A NaN scale marks a poisoned group (non-finite
-// input or a scale beyond fp16 range): every element then dequantizes to NaN.
+// fp16 bit patterns of one group's parameters. A NaN scale (kCanonicalNaNHalf) marks a poisoned
+// group (non-finite input or a scale beyond fp16 range): every element then dequantizes to NaN.
 struct GroupParams {
   std::uint16_t scale = 0;
   std::uint16_t zero_point = 0;
 };
 
-inline constexpr std::uint16_t kHalfQuietNaN = 0x7E00;
-
-// Parameters for a group whose finite values span [min_value, max_value].
+// Parameters for a group whose finite values span [min_value, max_value] (the rule:
+// echo/numerics/group_params.h, make_group_map).
 GroupParams choose_group_params(const QuantSpec& spec, float min_value, float max_value);
 
 // Quantizes count values as ceil(count / group) consecutive groups (the last may be partial and

@@ -18,6 +18,7 @@
 #include <cstddef>
 
 #include "echo/allreduce.h"
+#include "echo/cuda/can_implement.h"
 #include "echo/cuda/split_tail.h"
 #include "echo/status.h"
 
@@ -136,6 +137,10 @@ void request_work_queues();
 
 class Communicator;
 struct CompensatorBuffers;
+
+// can_implement(spec, ranks) (echo/cuda/can_implement.h) and the CommOptions that creation
+// refuses: the single validation of a request before any GPU work.
+Status can_implement(const AllReduceSpec& spec, int ranks, const CommOptions& options);
 
 // Single process: ranks[r] of comms lives on devices[r]; several ranks may share one device (at
 // most work_queues() / kStreamsPerRank of them when they do).

@@ -1,0 +1,17 @@
+// What the CUDA all-reduce implements, decided in one place. Plain C++ built in every build (with
+// or without CUDA), so the CLI, HostGroup, the communicator and language bindings refuse the same
+// requests with the same message.
+#pragma once
+
+#include "echo/allreduce.h"
+#include "echo/status.h"
+
+namespace echo::cuda {
+
+// Ok when the CUDA path can run `spec` over `ranks` ranks. An invalid spec (AllReduceSpec::validate:
+// ranks, bits, group, compensator) is kInvalidArgument; a valid one the kernels do not implement is
+// kUnsupported: they do 4 and 8 bits and the owner algorithm only. echo/cuda/communicator.h adds
+// the overload that checks CommOptions too.
+Status can_implement(const AllReduceSpec& spec, int ranks);
+
+}  // namespace echo::cuda

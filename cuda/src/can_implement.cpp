@@ -1,0 +1,21 @@
+// The CUDA path's capabilities (echo/cuda/can_implement.h); no CUDA needed to build it.
+#include "echo/cuda/can_implement.h"
+
+#include <string>
+
+namespace echo::cuda {
+
+Status can_implement(const AllReduceSpec& spec, int ranks) {
+  if (Status s = spec.validate(ranks); !s.ok()) return s;
+  if (spec.quant.bits != 4 && spec.quant.bits != 8) {
+    return Status(StatusCode::kUnsupported,
+                  "the CUDA path implements bits 4 and 8, got " + std::to_string(spec.quant.bits));
+  }
+  if (spec.algorithm != Algorithm::kOwner) {
+    return Status(StatusCode::kUnsupported, std::string("the CUDA path implements the owner algorithm only, got ") +
+                                                algorithm_name(spec.algorithm));
+  }
+  return Status::Ok();
+}
+
+}  // namespace echo::cuda

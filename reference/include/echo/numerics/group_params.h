@@ -1,0 +1,158 @@
+// The group quantizers on one group and one element (docs/numerics.md 2): the group-parameter
+// rule of the zero-aware, naive and symmetric quantizers (fp16 parameters, the scale rounded up,
+// poisoning), the encoding of one element and its dequantization. The reference's loops and the
+// kernels call these; a change of the quantizer's rounding is a change here.
+#pragma once
+
+#include <cstdint>
+
+#include "echo/numerics/constants.h"
+#include "echo/numerics/dtype_rounding.h"
+#include "echo/numerics/host_device.h"
+#include "echo/quantizer.h"
+
+namespace echo::numerics {
+
+// What the rule needs of a QuantSpec (the group size plays no part in it).
+struct QuantParams {
+  int bits;
+  QuantizerKind kind;
+};
+
+// Everything encoding needs for one group, derived once from its range.
+struct GroupMap {
+  std::uint16_t scale;       // fp16 bits; kCanonicalNaNHalf for a poisoned group
+  std::uint16_t zero_point;  // fp16 bits (2^(b-1) for symmetric; 0 when poisoned)
+  bool poisoned;             // non-finite input or a scale beyond fp16: every element decodes to NaN
+  float recip;               // fp32(1 / scale), 0 for an all-zero group
+  float zero_add;            // zero-point added before rounding (0 for symmetric)
+  float clip_lo;             // clamp range of t before rounding
+  float clip_hi;
+  float code_shift;          // 2^(b-1) for symmetric (codes [-L, L] move to [1, 2^b - 1]), else 0
+};
+
+// rint of t, ties to even, for |t| < 2^22 (kRintMagic).
+ECHO_HOST_DEVICE float round_to_integer(float t) { return sub_rn(add_rn(t, kRintMagic), kRintMagic); }
+
+// The group map of a group whose values span [mn, mx] (finite: no value is NaN or Inf),
+// docs/numerics.md 2.2 (asymmetric) and 2.3 (symmetric).
+ECHO_HOST_DEVICE_INLINE GroupMap make_group_map(const QuantParams& q, float mn, float mx, bool finite) {
+  GroupMap map;
+  map.poisoned = true;
+  map.scale = kCanonicalNaNHalf;
+  map.zero_point = 0;
+  map.recip = 0.0f;
+  map.zero_add = 0.0f;
+  map.clip_lo = 0.0f;
+  map.clip_hi = 0.0f;
+  map.code_shift = 0.0f;
+  if (!finite) return map;
+  const bool symmetric = q.kind == QuantizerKind::kSymmetric;
+  const int half_codes = 1 << (q.bits - 1);
+  const float levels = static_cast<float>((1 << q.bits) - 1);
+  float lo = mn;
+  float hi = mx;
+  bool snap = false;
+  float sf;
+  if (symmetric) {
+    const float amax = max_of(abs_of(mn), abs_of(mx));
+    sf = div_rn(amax, static_cast<float>(half_codes - 1));
+  } else {
+    if (q.kind == QuantizerKind::kZeroAware) {
+      if (mn <= 0.0f && mx >= 0.0f) {
+        snap = true;
+      } else {
+        const float distance_to_zero = mn > 0.0f ? mn : -mx;
+        const float range = sub_rn(mx, mn);
+        const float d = range == 0.0f ? bits_to_float(kFloatInfinityBits)
+                                      : div_rn(mul_rn(distance_to_zero, levels), range);
+        if (d <= 1.0f) {
+          snap = true;
+          if (mn > 0.0f) lo = 0.0f; else hi = 0.0f;
+        } else if (d < 2.0f) {
+          const float w = sub_rn(d, 1.0f);
+          if (mn > 0.0f) lo = mul_rn(mn, w); else hi = mul_rn(mx, w);
+        }
+      }
+    }
+    const float sr = div_rn(sub_rn(hi, lo), levels);
+    const float sz = mul_rn(abs_of(lo), kScaleFloorFactor);
+    sf = sr < sz ? sz : sr;  // max(sr, sz)
+  }
+  map.poisoned = false;
+  if (sf == 0.0f) {
+    // All-zero group: scale 0 makes every code decode to +0.
+    map.scale = 0;
+    map.zero_point = symmetric ? finite_to_half_bits(static_cast<float>(half_codes)) : 0;
+    map.recip = 0.0f;
+  } else {
+    // Round the scale up so the grid always covers the group; never below the smallest subnormal.
+    std::uint16_t s_bits = nonnegative_to_half_bits_up(sf);  // sf >= 0, not NaN
+    if (s_bits == 0) s_bits = kHalfMinSubnormalBits;
+    if (s_bits == kHalfInfinityBits) {  // the scale overflows fp16: poisoned like a non-finite group
+      map.poisoned = true;
+      map.scale = kCanonicalNaNHalf;
+      map.zero_point = 0;
+      return map;
+    }
+    const float s = half_bits_to_float(s_bits);
+    map.scale = s_bits;
+    map.recip = rcp_rn(s);
+    if (symmetric) {
+      map.zero_point = finite_to_half_bits(static_cast<float>(half_codes));
+    } else {
+      const float zr = div_rn(-lo, s);
+      float z = zr;
+      if (snap) z = round_to_integer(min_of(max_of(zr, 0.0f), levels));
+      if (z == 0.0f) z = 0.0f;                  // store -0 as +0
+      map.zero_point = finite_to_half_bits(z);  // |zr| <= 2048: finite
+    }
+  }
+  if (symmetric) {
+    map.zero_add = 0.0f;
+    map.clip_lo = -static_cast<float>(half_codes - 1);
+    map.clip_hi = static_cast<float>(half_codes - 1);
+    map.code_shift = static_cast<float>(half_codes);
+  } else {
+    map.zero_add = half_bits_to_float(map.zero_point);
+    map.clip_lo = 0.0f;
+    map.clip_hi = levels;
+    map.code_shift = 0.0f;
+  }
+  return map;
+}
+
+// The magic constant of a group map: kRintMagic plus the code offset (2^(b-1) for the symmetric
+// quantizer, 0 otherwise). The offset is even, so fp32(t + magic) = magic + rint_even(t) for
+// |t| <= 255, and the low byte of its bits is the code.
+ECHO_HOST_DEVICE float encode_magic(const GroupMap& m) { return add_rn(kRintMagic, m.code_shift); }
+
+// fp32(t + magic) of one element x of a group that is not poisoned (docs/numerics.md 2.2 step 4,
+// 2.3): t = clamp(fp32(fp32(x * recip) + zero_add), clip_lo, clip_hi), rounded to an integer,
+// ties to even, by the addition. Its low byte is the code (code_of_bits). t is finite there, so the
+// clamp's max/min agree on host and device.
+ECHO_HOST_DEVICE std::uint32_t encode_bits(const GroupMap& m, float magic, float x) {
+  float t = mul_rn(x, m.recip);
+  t = add_rn(t, m.zero_add);
+  t = min_of(max_of(t, m.clip_lo), m.clip_hi);
+  return float_to_bits(add_rn(t, magic));
+}
+
+ECHO_HOST_DEVICE unsigned code_of_bits(std::uint32_t bits) { return bits & 0xFFu; }
+
+// float(code) from an encode_bits() result, exactly (the symmetric offset is part of the magic).
+ECHO_HOST_DEVICE float code_value_of_bits(std::uint32_t bits) { return sub_rn(bits_to_float(bits), kRintMagic); }
+
+// The code of one element (groups that are not poisoned; a poisoned group's codes are 0).
+ECHO_HOST_DEVICE unsigned quantize_value(const GroupMap& m, float x) {
+  return code_of_bits(encode_bits(m, encode_magic(m), x));
+}
+
+// x^ = fp32(s * fp32(float(q) - z)) with s and z as stored in fp16, q the code as a float
+// (docs/numerics.md 2.2 step 5). A poisoned group's s is NaN, and so is every x^.
+ECHO_HOST_DEVICE float dequantize_value(float s, float z, float q) { return mul_rn(s, sub_rn(q, z)); }
+
+// Every element of a poisoned group: the canonical NaN.
+ECHO_HOST_DEVICE float poisoned_value() { return bits_to_float(kCanonicalNaNFloat); }
+
+}  // namespace echo::numerics

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# One call on the GPU machine for the shared numerics layer: builds this tree and an older one
+# side by side, checks that this tree's outputs are bit-exact and that no stage became slower.
+# Logs and summary.txt under $OUT (default ./numerics-gpu-check-out).
+#   OUT=dir bash scripts/numerics_gpu_check.sh [stages...]     (default: build test replay sass ab)
+#   build    this tree into BUILD_DIR (default build-gpu: the targets of gpu_check.sh's build, among
+#            them cuda_numerics_intrinsics) and, at the same time, the older tree's stage probe into
+#            OLD_BUILD_DIR (default build-gpu-old). The older tree is OLD_SRC when set, else
+#            `git archive OLD_REF` of this repository (default 907dbab, the tree before the layer).
+#   test     cuda_numerics_intrinsics (the kept conversion instructions against the shared rules,
+#            every input), cuda_bitexact and cuda_device_api (every device result against the CPU
+#            reference bit for bit)
+#   replay   scripts/replay_parity.sh: `echotk replay --backend cuda` against `--backend cpu`
+#   sanitize compute-sanitizer memcheck and racecheck (gpu_check.sh sanitize)
+#   sass     per-kernel SASS instruction counts of both libraries (cuobjdump), the kernels that differ
+#   ab       echo_cuda_stage_probe of both trees in the order old new old new on every row (bits 4
+#            and 8 x compensator off, dual, dual-bf16, global, global-bf16; PROBE_ROWS overrides,
+#            ';'-separated argument lists); per row and stage the best time of each tree, and FAIL
+#            where this tree's is more than AB_LIMIT (default 1.02) times the older tree's
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$(realpath -m "${OUT:-$root/numerics-gpu-check-out}")
+build=$(realpath -m "${BUILD_DIR:-$root/build-gpu}")
+old_build=$(realpath -m "${OLD_BUILD_DIR:-$root/build-gpu-old}")
+old_ref=${OLD_REF:-907dbab}
+mkdir -p "$out"
+summary=$out/summary.txt
+note() { echo "$*" | tee -a "$summary"; }
+stages=("$@")
+(( ${#stages[@]} )) || stages=(build test replay sass ab)
+status=0
+
+# Runs stages of scripts/gpu_check.sh on this tree's build, its summary lines added to ours. It
+# always exits 0, so a failure is read from its summary: a non-zero rc, FAILED/failed, or failing
+# replay configurations.
+gpu_check() {
+  local log=$out/gpu-check-$1
+  mkdir -p "$log"
+  OUT=$log BUILD_DIR=$build bash "$root/scripts/gpu_check.sh" "$@" >"$log/run.log" 2>&1
+  [[ -f $log/summary.txt ]] || { note "gpu_check.sh $*: no summary (see $log/run.log)"; return 1; }
+  cat "$log/summary.txt" | tee -a "$summary"
+  ! grep -qE 'rc=[1-9]|FAILED|failed|; [1-9][0-9]* failing' "$log/summary.txt"
+}
+
+old_source() {
+  if [[ -n ${OLD_SRC:-} ]]; then
+    realpath -m "$OLD_SRC"
+    return
+  fi
+  local dir=$out/old-src
+  rm -rf "$dir" && mkdir -p "$dir"
+  git -C "$root" archive "$old_ref" | tar -x -C "$dir" || return 1
+  echo "$dir"
+}
+
+# The older tree's stage probe: configured as gpu_check.sh configures (its NCCL lookup too).
+build_old() {
+  local src
+  src=$(old_source) || { echo "no older tree: set OLD_SRC, or run inside a git checkout holding $old_ref"; return 1; }
+  local nccl_root=""
+  if [[ ! -e /usr/local/cuda/include/nccl.h && ! -e /usr/include/nccl.h ]]; then
+    local h
+    h=$(find / -xdev -name nccl.h -path '*include*' 2>/dev/null | head -1)
+    [[ -n $h ]] && nccl_root=$(dirname "$(dirname "$h")")
+  fi
+  if [[ -n $nccl_root && ! -e $nccl_root/lib/libnccl.so && -e $nccl_root/lib/libnccl.so.2 ]]; then
+    mkdir -p "$old_build/nccl-lib" && ln -sf "$nccl_root/lib/libnccl.so.2" "$old_build/nccl-lib/libnccl.so"
+    export LIBRARY_PATH="$old_build/nccl-lib:${LIBRARY_PATH:-}"
+  fi
+  cmake -S "$src" -B "$old_build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+        -DECHO_BUILD_MODEL=OFF -DECHO_BUILD_TESTS=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
+        -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial &&
+    cmake --build "$old_build" -j "$(nproc)" --target echo_cuda_stage_probe
+}
+
+stage_build() {
+  build_old >"$out/build-old.log" 2>&1 &
+  local old_pid=$!
+  gpu_check build || { note "build (this tree) FAILED"; status=1; }
+  if wait $old_pid; then
+    note "build (older tree $old_ref): ok"
+  else
+    note "build (older tree $old_ref) FAILED: $(grep -E 'error|no older' "$out/build-old.log" | head -5 | tr '\n' ' ')"
+    status=1
+  fi
+}
+
+stage_test() { gpu_check test-numerics || status=1; }
+stage_replay() { gpu_check replay || status=1; }
+stage_sanitize() { gpu_check sanitize || status=1; }
+
+# Machine code of both libraries (no GPU needed): per kernel the SASS instruction count of each
+# tree, and the kernels whose counts differ (the layer was to leave the hot loops as they were).
+stage_sass() {
+  local side lib
+  command -v cuobjdump >/dev/null || { note "sass: no cuobjdump on PATH, skipped"; return; }
+  for side in old new; do
+    lib=$old_build
+    [[ $side == new ]] && lib=$build
+    lib=$(find "$lib" -name 'libecho_cuda.*' \( -name '*.a' -o -name '*.so' \) | head -1)
+    [[ -n $lib ]] || { note "sass: no libecho_cuda in the $side build"; status=1; return; }
+    cuobjdump -sass "$lib" 2>/dev/null | awk '
+      /Function : / { f = $3 } f != "" && /\/\*[0-9a-f]{4}\*\// { n[f]++ }
+      END { for (k in n) print k, n[k] }' | sort >"$out/sass-$side.txt"
+  done
+  join -a1 -a2 -e0 -o 0,1.2,2.2 "$out/sass-old.txt" "$out/sass-new.txt" |
+    awk '{ d = $3 - $2; t2 += $2; t3 += $3; if (d != 0) { printf "%+6d %6d -> %6d  %s\n", d, $2, $3, $1; ++c } }
+         END { printf "%d kernels differ; all kernels %d -> %d instructions\n", c, t2, t3 }' |
+    tee "$out/sass-diff.txt" | tail -1 | while read -r line; do note "sass: $line (sass-diff.txt)"; done
+}
+
+stage_ab() {
+  local new=$build/bin/echo_cuda_stage_probe old=$old_build/bin/echo_cuda_stage_probe
+  [[ -x $new && -x $old ]] || { note "ab: a stage probe is missing ($new, $old)"; status=1; return; }
+  local rows=() row pass side exe
+  if [[ -n ${PROBE_ROWS:-} ]]; then
+    IFS=';' read -ra rows <<<"$PROBE_ROWS"
+  else
+    for bits in 4 8; do
+      for comp in off dual dual-bf16 global global-bf16; do rows+=("536870912 4 $bits $comp"); done
+    done
+  fi
+  : >"$out/ab.log"
+  for row in "${rows[@]}"; do
+    for pass in 1 2; do
+      for side in old new; do
+        exe=$old
+        [[ $side == new ]] && exe=$new
+        # shellcheck disable=SC2086  # a row is an argument list
+        "$exe" $row 2>&1 | grep -E "^  (stage|update)" | sed "s|^|$side\t$row\t|" >>"$out/ab.log"
+      done
+    done
+  done
+  # Best (smallest) time per tree, row and stage over both passes.
+  awk -F'\t' -v limit="${AB_LIMIT:-1.02}" '
+    { split($3, w, " "); stage = (w[1] == "stage") ? w[2] : w[1]; t = (w[1] == "stage") ? w[3] : w[2];
+      key = $2 " | " stage; if (!(key in seen)) { order[++n] = key; seen[key] = 1 }
+      if (!((key, $1) in best) || t + 0 < best[key, $1]) best[key, $1] = t + 0 }
+    END { bad = 0
+      printf "%-36s %10s %10s %7s\n", "row | stage", "old us", "new us", "new/old"
+      for (i = 1; i <= n; ++i) { k = order[i]; o = best[k, "old"]; v = best[k, "new"]
+        r = (o > 0) ? v / o : 0; flag = (r > limit) ? "  FAIL" : ""; if (r > limit) bad = 1
+        printf "%-36s %10.1f %10.1f %7.3f%s\n", k, o, v, r, flag }
+      exit bad }' "$out/ab.log" | tee "$out/ab-table.txt"
+  local rc=${PIPESTATUS[0]}
+  note "ab (stage probe, old new old new, limit ${AB_LIMIT:-1.02}): $([[ $rc == 0 ]] && echo ok || echo FAIL) ($(grep -c . "$out/ab-table.txt") lines in ab-table.txt)"
+  (( rc == 0 )) || status=1
+}
+
+for s in "${stages[@]}"; do
+  declare -F "stage_$s" >/dev/null || { note "unknown stage $s"; status=1; continue; }
+  SECONDS=0
+  "stage_$s"
+  note "stage $s: ${SECONDS} s"
+done
+note "numerics_gpu_check: $([[ $status == 0 ]] && echo PASS || echo FAIL)"
+exit $status

@@ -1,0 +1,43 @@
+// can_implement: what the CUDA path accepts, decided without a GPU (built in every build).
+#include <boost/test/unit_test.hpp>
+
+#include "echo/cuda/can_implement.h"
+
+namespace echo::cuda {
+namespace {
+
+BOOST_AUTO_TEST_CASE(four_and_eight_bit_owner_specs_are_implemented) {
+  AllReduceSpec spec;
+  for (int bits : {4, 8}) {
+    spec.quant.bits = bits;
+    for (int ranks = 1; ranks <= kMaxRanks; ++ranks) BOOST_TEST(can_implement(spec, ranks).ok());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(other_bit_widths_and_the_ring_are_unsupported) {
+  AllReduceSpec spec;
+  for (int bits : {2, 3, 5, 6, 7}) {
+    spec.quant.bits = bits;
+    const Status s = can_implement(spec, 2);
+    BOOST_TEST((s.code() == StatusCode::kUnsupported));
+    BOOST_TEST(s.message() == "the CUDA path implements bits 4 and 8, got " + std::to_string(bits));
+  }
+  spec.quant.bits = 4;
+  spec.algorithm = Algorithm::kRing;
+  spec.compensator.residual = ResidualMode::kGlobal;
+  const Status s = can_implement(spec, 2);
+  BOOST_TEST((s.code() == StatusCode::kUnsupported));
+  BOOST_TEST(s.message() == "the CUDA path implements the owner algorithm only, got ring");
+}
+
+BOOST_AUTO_TEST_CASE(invalid_specs_are_invalid_arguments_first) {
+  AllReduceSpec spec;
+  spec.quant.bits = 9;  // invalid, not merely unsupported
+  BOOST_TEST((can_implement(spec, 2).code() == StatusCode::kInvalidArgument));
+  spec.quant.bits = 4;
+  BOOST_TEST((can_implement(spec, 0).code() == StatusCode::kInvalidArgument));
+  BOOST_TEST((can_implement(spec, kMaxRanks + 1).code() == StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace echo::cuda

@@ -9,7 +9,8 @@
 // --background-duty adds a peer-to-peer copy loop between the GPUs (paper Table 3). --graph K times
 // the rows from CUDA graphs of K calls per rank instead of one launch per call, as serving engines
 // replay their decode steps: the per-call time then leaves out the host's launch cost, which
-// dominates below a few hundred KiB.
+// dominates below a few hundred KiB. --markdown and --csv append the table to a file
+// (data/bench/README.md names the CSV's columns).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -135,6 +136,7 @@ struct Options {
   double duty = 0.0;
   int mm_m = 0, mm_n = 8192, mm_k = 8192;  // mm_m 0: rows follow the message (matmul_rows)
   std::string markdown;
+  std::string csv;
   int tiles_per_wave = 0;
   double tiles_per_sqrt = 0.0;
   int reduce_lag_waves = 0, tail_lag_waves = 0;
@@ -540,16 +542,26 @@ void measure_links(Context& c, std::ostream& out) {
   }
 }
 
+// The CSV's columns (data/bench/README.md): nccl-tests' own, then the row's speedup and error.
+constexpr char kCsvHeader[] = "row,ranks,mode,size,count,type,time,algbw,busbw,#wrong,ratio_vs_nccl,rel_error\n";
+
+// How the run times its calls, the CSV's mode column.
+std::string run_mode(const Options& opt) {
+  if (opt.graph > 0) return opt.duty > 0 ? "graph+background" : "graph";
+  return opt.duty > 0 ? "background" : "plain";
+}
+
 // Appends `text` to the file at `path` through a temporary file beside it and a rename
-// (write_text_file_atomically), so that a failure leaves the file as it was.
-void append_markdown(const std::string& path, const std::string& text) {
+// (write_text_file_atomically), so that a failure leaves the file as it was; `header` starts a
+// file that is new or empty.
+void append_text(const std::string& path, const std::string& text, const std::string& header = "") {
   std::string before;
   if (fs::exists(path)) {
     std::ifstream in(path, std::ios::binary);
     before.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (!in && !in.eof()) fail(kCmd, kExitFailure, "cannot read " + path);
   }
-  check(kCmd, write_text_file_atomically(path, before + text));
+  check(kCmd, write_text_file_atomically(path, (before.empty() ? header : before) + text));
 }
 
 void run_bench(Options opt) {
@@ -559,6 +571,7 @@ void run_bench(Options opt) {
   }
   if (opt.max_bytes < opt.min_bytes) fail(kCmd, kExitBadInput, "--max-bytes is below --min-bytes");
   check_output_target(kCmd, opt.markdown, "--markdown");
+  check_output_target(kCmd, opt.csv, "--csv");
   std::vector<RowSpec> rows;
   for (const auto& r : all_rows()) {
     const bool asked = std::find(opt.rows.begin(), opt.rows.end(), r.name) != opt.rows.end();
@@ -661,7 +674,8 @@ void run_bench(Options opt) {
             << "x" << opt.mm_n << "x" << opt.mm_k << " bf16, alone at " << top_rows << " rows: " << fmt(matmul_ms * 1e3, 1)
             << " us at the start (the compensated rows subtract the matmul alone measured right after each of them)\n";
   const std::string cols = "| row | size (B) | count | type | time (us) | algbw (GB/s) | busbw (GB/s) | #wrong | speedup | rel. error |";
-  std::ostringstream table;
+  std::ostringstream table, csv;
+  const std::string mode = run_mode(opt);
   table << cols << "\n|---|---:|---:|---|---:|---:|---:|---:|---:|---:|\n";
   std::cout << cols << std::endl;
   // Notes on single rows (started before the GPUs settled, clocks held down while timed), listed
@@ -711,6 +725,10 @@ void run_bench(Options opt) {
            << (opt.skip_verify ? std::string("-") : fmt(m.v.rel_error, 6)) << " |";
       std::cout << line.str() << std::endl;
       table << line.str() << "\n";
+      csv << row.name << "," << c.P << "," << mode << "," << bytes << "," << count << ",bf16," << fmt(m.ms * 1e3, 1)
+          << "," << fmt(algbw, 1) << "," << fmt(busbw, 1) << "," << (opt.skip_verify ? std::string() : std::to_string(m.v.wrong))
+          << "," << (nccl_ms > 0 ? fmt(nccl_ms / m.ms, 2) : std::string()) << ","
+          << (opt.skip_verify ? std::string() : fmt(m.v.rel_error, 6)) << "\n";
     }
   }
   bg.stop();
@@ -726,7 +744,8 @@ void run_bench(Options opt) {
     list += "- " + n + "\n";
   }
   std::cout.flush();
-  if (!opt.markdown.empty()) append_markdown(opt.markdown, "\n" + head.str() + "\n" + table.str() + list);
+  if (!opt.markdown.empty()) append_text(opt.markdown, "\n" + head.str() + "\n" + table.str() + list);
+  if (!opt.csv.empty()) append_text(opt.csv, csv.str(), kCsvHeader);
   for (int r = 0; r < c.P; ++r) {
     use_device(c.devs[r]);
     check(kCmd, cuda::destroy_compensator(c.states[r]));
@@ -771,6 +790,9 @@ void register_bench(CLI::App& app) {
   sub->add_option("--matmul-n", opt->mm_n, "columns of the overlapped bf16 matmul")->capture_default_str();
   sub->add_option("--matmul-k", opt->mm_k, "inner size of the overlapped bf16 matmul")->capture_default_str();
   sub->add_option("--markdown", opt->markdown, "append the table (with date, GPU, driver) to this file");
+  sub->add_option("--csv", opt->csv,
+                  "append the rows as CSV to this file (nccl-tests columns plus row, ranks, mode, ratio against "
+                  "nccl-bf16 and error; the header starts a new file)");
   sub->add_option("--tiles-per-sqrt-iteration", opt->tiles_per_sqrt,
                   "tiling of the Echo kernels: about this many tiles times the square root of a segment's "
                   "block iterations (0: default, 16 for 4 bits and 24 for 8)")

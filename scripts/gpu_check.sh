@@ -10,7 +10,9 @@
 #              five traces (P = 2, 3, 4, 8, the recorded SmolLM2 one) in twelve configurations,
 #              /outputs compared bit for bit
 #   sanitize   compute-sanitizer memcheck and racecheck on a reduced device-API test
-#   bench      echotk bench, 64 KiB .. 1 GiB bf16, all rows, appended to docs/bench-<date>.md
+#   bench      echotk bench, 64 KiB .. 1 GiB bf16, all rows, appended to $OUT/bench-<date>.md and
+#              $OUT/bench-<date>.csv (a full run, bench bench-graph bench-bg, replaces docs/bench.md
+#              and data/bench/bench.csv)
 #   bench-bg   the same under background peer-to-peer traffic (duty from BENCH_DUTY, default 0.5)
 #   bench-graph  64 KiB .. 16 MiB with every call replayed from CUDA graphs of 20 calls (no host
 #              launch cost, as serving engines run their decode steps; the matmul rows left out)
@@ -165,7 +167,7 @@ stage_sanitize() {
 
 run_bench() {
   local tag=$1; shift
-  local md=$root/docs/bench-$date_tag.md
+  local md=$out/bench-$date_tag.md csv=$out/bench-$date_tag.csv
   [[ -e $md ]] || {
     echo "# echotk bench, $date_tag"
     echo
@@ -173,9 +175,8 @@ run_bench() {
     echo
     echo "Produced by scripts/gpu_check.sh; columns as nccl-tests; speedup against nccl-bf16 at the same size."
   } >"$md"
-  "$build/bin/echotk" bench --markdown "$md" ${BENCH_ARGS:-} "$@" 2>&1 | tee "$out/bench-$tag.log"
+  "$build/bin/echotk" bench --markdown "$md" --csv "$csv" ${BENCH_ARGS:-} "$@" 2>&1 | tee "$out/bench-$tag.log"
   local rc=${PIPESTATUS[0]}
-  cp "$md" "$out/"
   note "bench $tag: rc=$rc"
   return "$rc"
 }

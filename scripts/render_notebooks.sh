@@ -2,7 +2,7 @@
 # Executes the notebooks under notebooks/ and renders them to HTML, with their figures as PNG.
 # Inputs come from this build's echotk: `prove --json`, `replay` of the bundled trace (per
 # quantizer, and without compensation) and, when the subcommand exists, `compare --json`; the
-# bench notebook reads the newest docs/bench-<date>.md.
+# bench notebook reads data/bench/bench.csv (the current full run of `echotk bench`).
 # Works offline once the Python packages are installed:
 #   python3 -m pip install nbconvert nbclient ipykernel matplotlib h5py numpy
 #
@@ -43,7 +43,7 @@ if "$echotk" --help | grep -qE "^ +compare( |$)"; then
     --json "$out/data/compare-synthetic.json" > "$out/data/compare-synthetic.txt"
 fi
 
-export ECHO_NOTEBOOK_DATA="$out/data" ECHO_NOTEBOOK_FIGURES="$out" ECHO_DOCS="$root/docs"
+export ECHO_NOTEBOOK_DATA="$out/data" ECHO_NOTEBOOK_FIGURES="$out" ECHO_BENCH_CSV="$root/data/bench/bench.csv"
 export MPLBACKEND=Agg
 for notebook in "$root"/notebooks/*.ipynb; do
   echo "render_notebooks: $(basename "$notebook")" >&2

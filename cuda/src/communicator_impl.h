@@ -47,17 +47,17 @@ struct ScheduleInputs {
   int tail_lag_waves;              // reduce -> tail distance in waves; 0 picks kDefaultLagWaves
 };
 // The default tiling: about 16 sqrt(n) tiles for a round of n block iterations per segment (each
-// tile a whole number of iterations), the best fit to the tiles-per-wave sweeps at 4 MiB - 1 GiB
-// on 2 x H200 (docs/performance.md, item 21): few tiles stretch the pipeline's fill and drain, many
-// small ones pay the per-job overhead (queue atomic, flag post and wait, block barrier). 8-bit
-// jobs move twice the bytes per element and do better with more tiles: 24 sqrt(n) (item 23).
+// tile a whole number of iterations), the best fit to the tiles-per-wave sweeps at 4 MiB - 1 GiB on
+// 2 x H200 (docs/performance.md, "Tiles by the square-root rule"): few tiles stretch the pipeline's
+// fill and drain, many small ones pay the per-job overhead (queue atomic, flag post and wait, block
+// barrier). 8-bit jobs move twice the bytes per element and do better with more tiles: 24 sqrt(n).
 inline constexpr double kTilesPerSqrtIteration = 16.0;
 inline constexpr double kTilesPerSqrtIteration8Bit = 24.0;
 inline constexpr double default_tiles_per_sqrt_iteration(int bits) {
   return bits == 8 ? kTilesPerSqrtIteration8Bit : kTilesPerSqrtIteration;
 }
-// Measured at 16 MiB - 1 GiB on 2 x H200 (docs/performance.md, item 19): lags of 1 and 2 waves
-// leave blocks waiting on peer flags; 3 and beyond are on a plateau.
+// Measured at 16 MiB - 1 GiB on 2 x H200 (docs/performance.md, "Lags of three waves"): lags of 1
+// and 2 waves leave blocks waiting on peer flags; 3 and beyond are on a plateau.
 inline constexpr int kDefaultLagWaves = 3;
 
 // Rounds, tiles, lag and grid of a call shape: rounds split the segment evenly in whole block

@@ -68,11 +68,11 @@ struct CompensatorArgs {
   void* stash; // global mode: copy of the input for the update on the side stream
 };
 
-// Compensator configurations a kernel's code can be compiled for (docs/performance.md, items 28
-// and 30): kConfigAny reads the call's mode, residual and state type at run time; any other value
-// is the dual compensator with the residual (kConfigLocal set: local) and the state type
-// (kConfigBf16State set: bf16) fixed at compile time, so that the branches on them fold away. The
-// values are the call's either way: only the dispatch (compensator_config) looks at them.
+// Compensator configurations a kernel's code can be compiled for (docs/performance.md, "Kernels
+// compiled per configuration"): kConfigAny reads the call's mode, residual and state type at run
+// time; any other value is the dual compensator with the residual (kConfigLocal set: local) and the
+// state type (kConfigBf16State set: bf16) fixed at compile time, so that the branches on them fold
+// away. The values are the call's either way: only the dispatch (compensator_config) looks at them.
 inline constexpr int kConfigAny = 0;
 inline constexpr int kConfigDual = 1;
 inline constexpr int kConfigLocal = 2;

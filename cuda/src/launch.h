@@ -21,10 +21,11 @@ inline Compensation compensation_of(CompensatorMode mode, ResidualMode residual)
 
 // Elements per thread of push and reduce for a bit width, group size and compensator work.
 int lane_elements(int bits, int group, Compensation comp);
-// Whether the owner kernel variant of `e` elements per lane has a split form: push + reduce in
-// one kernel and the tail in a second, launched after it on the same grid and stream, each with
-// its own register allocation. The compensated 8-element lanes (local residual) have one; with it
-// their reduce loads four peers' copies at once when P > 2 (docs/performance.md, item 29).
+// Whether the owner kernel variant of `e` elements per lane has a split form: push + reduce in one
+// kernel and the tail in a second, launched after it on the same grid and stream, each with its own
+// register allocation. The compensated 8-element lanes (local residual) have one; with it their
+// reduce loads four peers' copies at once when P > 2 (docs/performance.md, "Split tail from 2^27
+// elements").
 constexpr bool owner_split_tail(int e, bool comp) { return comp && e == 8; }
 // Whether a call of `count` elements runs its owner rounds in the split form (two launches per
 // round): its variant has one and count >= min_count (CommOptions::split_tail_min_count).

@@ -7,7 +7,8 @@
 // STATE_BYTES: bytes per element of one average the buffers hold: 4 (fp32 or bf16 state), 2 (bf16
 // state only) or 0 (input only). The 8-element lanes of the local residual stage either state
 // type; the 16-element lanes of the global residual only bf16 state (staging fp32 state there made
-// the call slower, docs/performance.md); the uncompensated 4-bit 32-element lanes their input.
+// the call slower, docs/performance.md, "Staged loads in shared memory"); the uncompensated 4-bit
+// 32-element lanes their input.
 #pragma once
 
 #include <cstddef>

@@ -361,10 +361,10 @@ BOOST_AUTO_TEST_CASE(ppl_and_capture_check_their_files_first) {
 
 #ifdef ECHO_HAVE_CUDA
 // echotk bench refuses bad options before it looks for a GPU (so also on machines without one),
-// naming what is wrong, and writes no --markdown file.
+// naming what is wrong, and writes no --markdown or --csv file.
 BOOST_AUTO_TEST_CASE(bench_refuses_bad_options_before_the_run) {
   TempDir dir;
-  const std::string md = " --markdown " + dir.file("table.md");
+  const std::string md = " --markdown " + dir.file("table.md") + " --csv " + dir.file("rows.csv");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--rows echo4 echo5" + md, "echo5"},
       {"--ranks 9" + md, "--ranks"},
@@ -374,6 +374,8 @@ BOOST_AUTO_TEST_CASE(bench_refuses_bad_options_before_the_run) {
       {"--settle-below 1.5" + md, "--settle-below"},
       {"--markdown " + dir.file("missing/table.md"), "no directory"},
       {"--markdown " + dir.path.string(), "not a regular file"},
+      {"--csv " + dir.file("missing/rows.csv"), "--csv " + dir.file("missing/rows.csv") + ": no directory"},
+      {"--csv " + dir.path.string(), "not a regular file"},
   };
   for (const auto& [args, named] : cases) {
     const Run r = run_echotk("bench " + args);

@@ -131,8 +131,8 @@ __device__ __forceinline__ uint2 load4_raw(const void* base, std::size_t e0, int
 }
 
 // The configuration a call's kernel is compiled for (kernel_args.h): forward bf16 calls with the
-// dual compensator run copies with the residual and state type fixed (docs/performance.md, item
-// 30); the rest the generic kernel, which reads them at run time.
+// dual compensator run copies with the residual and state type fixed (docs/performance.md, "Kernels
+// compiled per configuration"); the rest the generic kernel, which reads them at run time.
 inline int exact_config(const CallArgs& a) {
   return a.dtype == DType::kBFloat16 && !a.backward ? compensator_config(a.comp) : kConfigAny;
 }
@@ -141,7 +141,8 @@ inline int exact_config(const CallArgs& a) {
 // (raw payloads) or 1024 (fp32 payloads) contiguous bytes. Four resident blocks per multiprocessor
 // (at most 64 registers, no spills) let a 1 MiB message's 512 chunks run in one wave on 132
 // multiprocessors, where three left 116 blocks a second chunk (2 x H200, CUDA graphs: `echo4` 1 MiB
-// 11.2-11.3 -> 10.4 us, compensated 13.4-14.6 -> 12.1-12.5 us; docs/performance.md item 26).
+// 11.2-11.3 -> 10.4 us, compensated 13.4-14.6 -> 12.1-12.5 us; docs/performance.md, "Exact path for
+// small messages").
 template <DType D, int CONFIG = kConfigAny>
 __global__ void __launch_bounds__(kBlockThreads, 4) exact_allreduce_kernel(CallArgs a, bool last_round) {
   static_assert(CONFIG == kConfigAny || D == DType::kBFloat16, "the specialized kernels are bf16 ones");

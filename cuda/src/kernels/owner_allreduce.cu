@@ -25,8 +25,9 @@ int lane_elements(int bits, int group, Compensation comp) {
   // Without the compensator, 32 elements per lane halve the per-lane work of push and reduce
   // (addressing, group map, parameter decode, loop control) against 16, at two resident blocks per
   // multiprocessor either way (measured on 2 x H200, 1 GiB: push 359 -> 301 us, reduce 733 -> 624
-  // us, Echo 4-bit 1.70 -> 1.53 ms; docs/performance.md). A group of 16 elements fits 16-element
-  // lanes only. The tail runs on 16-element lanes in every variant (owner_allreduce.cuh).
+  // us, Echo 4-bit 1.70 -> 1.53 ms; docs/performance.md, "Lanes and resident blocks per variant").
+  // A group of 16 elements fits 16-element lanes only. The tail runs on 16-element lanes in every
+  // variant (owner_allreduce.cuh).
   // With the compensator its state occupies registers as well. Local residual: 8 elements per
   // lane (groups up to 256) keep three blocks resident to hide the state's loads and the peer
   // stores (1 GiB call: 4.48 ms against 4.61 on 16-element lanes at two blocks). Global residual

@@ -119,7 +119,7 @@ struct InputWords {
 // Stages a kernel instance runs. Most variants run all of them in one kernel (kFusedStages); the
 // split ones (owner_split_tail) run push and reduce in one kernel and the tail in a second, launched
 // after it on the same stream, so that each gets its own register allocation (docs/performance.md,
-// item 29).
+// "Split tail from 2^27 elements").
 constexpr int kFusedStages = kStagePush | kStageReduce | kStageTail;
 constexpr int kPushReduceStages = kStagePush | kStageReduce;
 constexpr int kTailStages = kStageTail;
@@ -142,7 +142,7 @@ struct OwnerStages {
   // iteration's input and state into shared memory instead (staged_loads.cuh): 8-element lanes
   // either state type, 16-element ones bf16 state only (32 would need too much of it); so do the
   // uncompensated 4-bit 32-element lanes with their input (the 8-bit ones ran slower with it:
-  // docs/performance.md). The rest load where they use.
+  // docs/performance.md, "Staged loads in shared memory"). The rest load where they use.
   static constexpr bool kPrefetch = !COMP && E == 16;
   static constexpr int kPeerBatch = PEER_BATCH;
   static constexpr bool kStaged = (COMP && E <= 16) || (!COMP && E == 32 && BITS == 4);
@@ -196,8 +196,8 @@ struct OwnerStages {
   // staged variants) that hold the call's state, aligned input (and output, for the reduce),
   // forward, no x' output. Their push and reduce run a copy of the loop with every per-lane
   // condition known (the same operations in the same order, so the same bits), which issues fewer
-  // instructions than the general loop (docs/performance.md, item 22). The compensated variants
-  // that do not stage (32-element lanes, groups above 512) keep the general loop only.
+  // instructions than the general loop (docs/performance.md, "Lean tiles"). The compensated
+  // variants that do not stage (32-element lanes, groups above 512) keep the general loop only.
   static constexpr bool kLeanVariant = kStaged || !COMP;
   __device__ __forceinline__ bool lean_tile(const TileRange& tr, bool reduce) const {
     return (!kStaged || Staged::holds(a.comp)) && in_aligned && (out_aligned || !reduce) && !a.backward &&
@@ -298,9 +298,9 @@ struct OwnerStages {
 
   // Whether this call's lean tiles run the copies compiled for kConfigDualLocalBf16 (kernel_args.h):
   // the dual compensator with the local residual and bf16 state, the configuration whose HBM floor
-  // leaves room for the compensated target (docs/performance.md, item 28). Spelled out rather than
-  // as compensator_config(a.comp) == kConfigDualLocalBf16, which adds 8 instructions to the fused
-  // 8-element kernels.
+  // leaves room for the compensated target (docs/performance.md, "Kernels compiled per
+  // configuration"). Spelled out rather than as compensator_config(a.comp) == kConfigDualLocalBf16,
+  // which adds 8 instructions to the fused 8-element kernels.
   __device__ __forceinline__ bool dual_local_bf16() const {
     return COMP && E == 8 && a.comp.mode == CompensatorMode::kDual && a.comp.residual == ResidualMode::kLocal &&
            a.comp.bf16_state;
@@ -760,9 +760,9 @@ constexpr std::size_t staged_bytes() {
 template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH = default_peer_batch(E, COMP)>
 cudaError_t launch_instance(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
   using S = OwnerStages<D, BITS, E, COMP, STAGES, PEER_BATCH>;
-  // A launch reserves the staging buffers only when its call stages (the 16-element lanes with
-  // fp32 state do not, and run faster without the reservation: docs/performance.md); the tail
-  // stages nothing.
+  // A launch reserves the staging buffers only when its call stages (the 16-element lanes with fp32
+  // state do not, and run faster without the reservation: docs/performance.md, "Staged loads in
+  // shared memory"); the tail stages nothing.
   const bool stages = S::kStaged && (S::kStagedStateBytes != 2 || a.comp.bf16_state) && STAGES != kTailStages;
   owner_allreduce_kernel<D, BITS, E, COMP, STAGES, PEER_BATCH>
       <<<grid, kBlockThreads, stages ? staged_bytes<D, BITS, E, COMP>() : 0, stream>>>(a, last_round);

@@ -35,7 +35,7 @@ enum class Transport : int {
 // (144 MiB at P = 2, 72 MiB from P = 4). Each rank holds 2 P slots, so the workspace is 576 MiB
 // at P = 2 and 4, and a 1 GiB bf16 message at 4 bits runs in one round at every P up to 4 (each
 // round adds a pipeline fill and drain: at P = 2, 1 GiB, 1.54 -> 1.45 ms from two rounds to one,
-// docs/performance.md).
+// docs/performance.md, "Receive slots of 288 MiB / P").
 inline constexpr std::size_t default_slot_bytes(int ranks) {
   const std::size_t floor = std::size_t{72} << 20;
   const std::size_t share = (std::size_t{288} << 20) / static_cast<std::size_t>(ranks < 1 ? 1 : ranks);
@@ -60,13 +60,13 @@ struct CommOptions {
   // Transport::kNccl the ranks wait inside NCCL, which this bound does not reach.
   double timeout_seconds = 10.0;
   // Tiling of a segment's round of n block iterations: about tiles_per_sqrt_iteration * sqrt(n)
-  // tiles (0 picks 16 for 4 bits and 24 for 8, docs/performance.md items 21 and 23); or, when tiles_per_wave > 0, about that many
-  // tiles per wave of resident blocks.
+  // tiles (0 picks 16 for 4 bits and 24 for 8, docs/performance.md, "Tiles by the square-root
+  // rule"); or, when tiles_per_wave > 0, about that many tiles per wave of resident blocks.
   double tiles_per_sqrt_iteration = 0.0;
   int tiles_per_wave = 0;
   // How far, in waves of resident jobs, a tile's reduce trails its push and its tail trails its
   // reduce (0 picks the default, 3): a stage taken later finds its peers' flags raised more often,
-  // at the cost of a longer fill and drain (docs/performance.md, item 19).
+  // at the cost of a longer fill and drain (docs/performance.md, "Lags of three waves").
   int reduce_lag_waves = 0;
   int tail_lag_waves = 0;
   // Messages of at least this many elements run the split form of the owner kernel where their
@@ -75,17 +75,18 @@ struct CommOptions {
   Transport transport = Transport::kPeerToPeer;
 };
 
-// The small-message switch-over (docs/performance.md): messages of at most this many elements take
-// the exact path. Pass it as AllReduceSpec::exact_max_count (the CPU reference takes the same value,
-// so both agree at every size). kDefaultExactMaxCount is the value measured at P = 2 on 2 x H200
-// (the exact path is faster than NCCL and than the quantized path up to 1 Mi elements of bf16).
+// The small-message switch-over (docs/performance.md, "Exact path for small messages"): messages of
+// at most this many elements take the exact path. Pass it as AllReduceSpec::exact_max_count (the
+// CPU reference takes the same value, so both agree at every size). kDefaultExactMaxCount is the
+// value measured at P = 2 on 2 x H200 (the exact path is faster than NCCL and than the quantized
+// path up to 1 Mi elements of bf16).
 inline constexpr std::size_t kDefaultExactMaxCount = std::size_t{1} << 20;
 // Where the compensated exact path ships x' as fp32 (fp16, fp32 and backward calls: twice the bytes
 // of a 16-bit term) and reads the state twice, the quantized path takes over earlier (measured at
-// P = 2 on 2 x H200 when every compensated call shipped fp32, docs/performance.md item 20): in the
-// global residual mode, whose quantized path adds the update kernel, above 512 Ki elements; in the
-// local residual mode above 128 Ki. Forward bf16 calls ship x' rounded to bf16 (docs/numerics.md
-// 4) and keep kDefaultExactMaxCount (default_exact_max_count(ranks, spec)).
+// P = 2 on 2 x H200 when every compensated call shipped fp32, docs/performance.md, "Exact path for
+// small messages"): in the global residual mode, whose quantized path adds the update kernel, above
+// 512 Ki elements; in the local residual mode above 128 Ki. Forward bf16 calls ship x' rounded to
+// bf16 (docs/numerics.md 4) and keep kDefaultExactMaxCount (default_exact_max_count(ranks, spec)).
 inline constexpr std::size_t kDefaultExactMaxCountGlobalResidual = std::size_t{1} << 19;
 inline constexpr std::size_t kDefaultExactMaxCountLocalResidual = std::size_t{1} << 17;
 
@@ -114,7 +115,7 @@ inline constexpr std::size_t default_exact_max_count(int ranks, const Compensato
 // The default for a call: compensated forward bf16 calls, whose exact path sums x' rounded to bf16
 // and so ships 16-bit terms as the uncompensated ones do, take the uncompensated switch-over
 // (faster than the quantized path at every size up to it, measured at P = 2 on 2 x H200,
-// docs/performance.md item 25); the others as above.
+// docs/performance.md, "Exact path for small messages"); the others as above.
 inline std::size_t default_exact_max_count(int ranks, const AllReduceSpec& spec) {
   if (exact_path_rounds_x_prime(spec)) return default_exact_max_count(ranks);
   return default_exact_max_count(ranks, spec.compensator);

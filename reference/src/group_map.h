@@ -15,6 +15,13 @@ struct GroupMap {
   float code_shift = 0.0f;  // 2^(b-1) for symmetric, else 0
 };
 
-GroupMap make_group_map(const QuantSpec& spec, float mn, float mx, bool finite);
+// round_scale_to_nearest: the deliberate mistake of echo/alteration.h (fp16_rne instead of
+// round_up_fp16 for the scale); false in every call of the all-reduce itself.
+GroupMap make_group_map(const QuantSpec& spec, float mn, float mx, bool finite,
+                        bool round_scale_to_nearest = false);
+
+// echo::quantize with the scale rounding above.
+std::size_t quantize(const QuantSpec& spec, const float* values, std::size_t count, std::uint8_t* codes,
+                     GroupParams* params, bool round_scale_to_nearest);
 
 }  // namespace echo::detail

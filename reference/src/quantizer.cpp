@@ -76,7 +76,8 @@ void decode_group(const GroupParams& params, const std::uint8_t* q, std::size_t 
 
 namespace detail {
 
-GroupMap make_group_map(const QuantSpec& spec, float mn, float mx, bool finite) {
+GroupMap make_group_map(const QuantSpec& spec, float mn, float mx, bool finite,
+                        bool round_scale_to_nearest) {
   GroupMap map;
   map.poisoned = true;
   map.params = {kHalfQuietNaN, 0};
@@ -123,7 +124,8 @@ GroupMap make_group_map(const QuantSpec& spec, float mn, float mx, bool finite) 
     map.recip = 0.0f;
   } else {
     // Round the scale up so the grid always covers the group; never below the smallest subnormal.
-    std::uint16_t s_bits = float_to_half_bits_round_up(sf);
+    std::uint16_t s_bits =
+        round_scale_to_nearest ? float_to_half_bits(sf) : float_to_half_bits_round_up(sf);
     if (s_bits == 0) s_bits = 1;
     if (s_bits == 0x7C00) {
       map.poisoned = true;
@@ -199,6 +201,11 @@ GroupParams choose_group_params(const QuantSpec& spec, float min_value, float ma
 
 std::size_t quantize(const QuantSpec& spec, const float* values, std::size_t count,
                      std::uint8_t* codes, GroupParams* params) {
+  return detail::quantize(spec, values, count, codes, params, false);
+}
+
+std::size_t detail::quantize(const QuantSpec& spec, const float* values, std::size_t count,
+                             std::uint8_t* codes, GroupParams* params, bool round_scale_to_nearest) {
   const std::size_t g = static_cast<std::size_t>(spec.group);
   const std::size_t groups = spec.num_groups(count);
   std::size_t poisoned = 0;
@@ -207,8 +214,8 @@ std::size_t quantize(const QuantSpec& spec, const float* values, std::size_t cou
     const std::size_t begin = k * g;
     const std::size_t len = std::min(g, count - begin);
     const GroupRange range = scan_group(values + begin, len);
-    const detail::GroupMap map =
-        detail::make_group_map(spec, range.min_value, range.max_value, range.finite);
+    const detail::GroupMap map = detail::make_group_map(spec, range.min_value, range.max_value,
+                                                        range.finite, round_scale_to_nearest);
     encode_group(map, values + begin, len, codes + begin);
     params[k] = map.params;
     poisoned += map.poisoned ? 1 : 0;

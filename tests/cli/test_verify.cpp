@@ -167,6 +167,26 @@ BOOST_AUTO_TEST_CASE(one_rank_different_is_caught) {
   BOOST_TEST(r.output.find("reproduced") == std::string::npos, r.output);
 }
 
+// A NaN is compared as NaN: another sign or payload is noted, not counted as a difference.
+BOOST_AUTO_TEST_CASE(nans_are_compared_as_the_canonical_nan) {
+  TempDir dir;
+  const PackCase c{"nonfinite-4bit-dual-bf16-p4", "", {}};
+  std::vector<float> outputs = outputs_of(c, nullptr);
+  std::size_t nans = 0;
+  for (float& v : outputs) {
+    if (v != v) {
+      const std::uint32_t negative_nan = 0xFFC00001u;
+      std::memcpy(&v, &negative_nan, sizeof v);
+      ++nans;
+    }
+  }
+  BOOST_TEST_REQUIRE(nans > 0);
+  const Run r = run_verify(c, write_outputs(dir, c, outputs));
+  BOOST_TEST(r.exit_code == 0, r.output);
+  BOOST_TEST(r.output.find(std::to_string(nans) + " received NaNs are not the canonical NaN") != std::string::npos,
+             r.output);
+}
+
 BOOST_AUTO_TEST_CASE(json_names_the_diagnosis) {
   TempDir dir;
   const PackCase c = default_case();

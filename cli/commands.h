@@ -32,6 +32,7 @@ void check_input_file(const std::string& command, const std::string& path, const
 
 void register_replay(CLI::App& app);
 void register_quantize(CLI::App& app);
+void register_verify(CLI::App& app);   // sim/ (outputs against the reference, bit for bit)
 void register_ppl(CLI::App& app);      // model/ (SmolLM2 perplexity)
 void register_capture(CLI::App& app);  // model/ (trace capture)
 void register_prove(CLI::App& app);    // proofs_check/

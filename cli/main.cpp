@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "echotk 0.1.0");
   register_replay(app);
   register_quantize(app);
+  register_verify(app);
   register_compare(app);
 #ifdef ECHO_CLI_HAS_PPL
   register_ppl(app);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds, tests and benchmarks the CUDA library on the GPU machine in one go; logs go to $OUT
-# (or ./gpu-check-out). Stages run in the order given (default: build test replay bench):
+# (or ./gpu-check-out). Stages run in the order given (default: build test replay conformance bench):
 #   build      configure + build echotk and the GPU tests (sm_90, Release)
 #   test-numerics  cuda_numerics_intrinsics, cuda_bitexact, cuda_device_api only
 #   test       ctest -L gpu (the device's conversion instructions against the shared numerics, bit-exact sweep, device API, graph replay, 10,000 calls, timeout,
@@ -9,6 +9,9 @@
 #   replay     scripts/replay_parity.sh: `echotk replay --backend cuda` against `--backend cpu` on
 #              five traces (P = 2, 3, 4, 8, the recorded SmolLM2 one) in twelve configurations,
 #              /outputs compared bit for bit
+#   conformance  scripts/conformance_check.sh: `echotk replay --backend cuda --save-outputs` on every
+#              case of data/conformance/ and `echotk verify` of each (unsupported cases skipped
+#              with the reason), logs in $OUT/conformance
 #   sanitize   compute-sanitizer memcheck and racecheck on a reduced device-API test
 #   bench      echotk bench, 64 KiB .. 1 GiB bf16, all rows, appended to $OUT/bench-<date>.md and
 #              $OUT/bench-<date>.csv (a full run, bench bench-graph bench-bg, replaces docs/bench.md
@@ -44,7 +47,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # The GPU suites fail rather than skip when CUDA has no usable device here (tests/cuda/device_group.h).
 export ECHO_REQUIRE_GPU=1
 stages=("$@")
-(( ${#stages[@]} )) || stages=(build test replay bench)
+(( ${#stages[@]} )) || stages=(build test replay conformance bench)
 date_tag=$(date -u +%Y-%m-%d)
 summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
@@ -112,6 +115,12 @@ stage_replay() {
   "$root/scripts/replay_parity.sh" "$build" "$work" >"$out/replay-parity.log" 2>&1
   note "replay parity: rc=$? $(tail -1 "$out/replay-parity.log"); $(grep -c '^FAIL' "$out/replay-parity.log") failing"
   rm -rf "$work"
+}
+
+stage_conformance() {
+  OUT="$out/conformance" BACKEND=cuda "$root/scripts/conformance_check.sh" "$build" >"$out/conformance.log" 2>&1
+  note "conformance: rc=$? $(tail -1 "$out/conformance.log")"
+  grep -E '^(FAIL|SKIP)' "$out/conformance.log" | head -20 | tee -a "$summary"
 }
 
 stage_probe() {

@@ -2,6 +2,7 @@
 // (docs/numerics.md, sections 3-6). Each rank's work is simulated with its own buffers, so the
 // rank-identity of the outputs is a property of the algorithm, not of a shared array.
 #include "echo/allreduce.h"
+#include "echo/alteration.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "echo/numerics/backward_scale.h"
 #include "echo/numerics/compensator_step.h"
+#include "quantize_detail.h"
 
 namespace echo {
 namespace {
@@ -19,10 +21,12 @@ using Buffer = std::vector<float>;
 // One quantize -> dequantize of a segment, as a receiver sees it (poisoned groups surface in the
 // gather, which quantizes the sum they make non-finite).
 void transport(const QuantSpec& spec, const float* values, std::size_t len, float* out,
-                      std::vector<std::uint8_t>& codes, std::vector<GroupParams>& params) {
+               std::vector<std::uint8_t>& codes, std::vector<GroupParams>& params,
+               Alteration alteration) {
   codes.resize(len);
   params.resize(spec.num_groups(len));
-  quantize(spec, values, len, codes.data(), params.data());
+  detail::quantize(spec, values, len, codes.data(), params.data(),
+                   alteration == Alteration::kScaleRoundedToNearest);
   dequantize(spec, codes.data(), params.data(), len, out);
 }
 
@@ -69,7 +73,7 @@ struct Workspace {
 
 // Owner (or ring) reduce of segment j into acc; fills local residuals of the senders.
 void reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::size_t begin,
-                           std::size_t len, float unscale, Workspace& ws, float* acc) {
+                    std::size_t len, float unscale, Workspace& ws, float* acc, Alteration alteration) {
   std::vector<std::uint8_t> codes;
   std::vector<GroupParams> params;
   Buffer received(len);
@@ -81,17 +85,19 @@ void reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::size_t beg
     std::copy_n(ws.send(first) + begin, len, acc);
     for (int hop = 1; hop < ranks; ++hop) {
       const int r = (first + hop) % ranks;
-      transport(spec.quant, acc, len, received.data(), codes, params);
+      transport(spec.quant, acc, len, received.data(), codes, params, alteration);
       const float* own = ws.send(r) + begin;
       for (std::size_t e = 0; e < len; ++e) acc[e] = received[e] + own[e];
     }
     return;
   }
   // Push: every rank i != j sends its quantized segment; the owner sums in rank order.
-  for (int i = 0; i < ranks; ++i) {
+  const bool reverse = alteration == Alteration::kRanksSummedInReverse;
+  for (int step = 0; step < ranks; ++step) {
+    const int i = reverse ? ranks - 1 - step : step;
     const float* value = ws.send(i) + begin;
     if (i != j) {
-      transport(spec.quant, value, len, received.data(), codes, params);
+      transport(spec.quant, value, len, received.data(), codes, params, alteration);
       value = received.data();
       if (local) {
         float* u = ws.residual[i].data() + begin;
@@ -99,7 +105,7 @@ void reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::size_t beg
         for (std::size_t e = 0; e < len; ++e) u[e] = numerics::local_residual(xp[e], received[e] * unscale);
       }
     }
-    if (i == 0) {
+    if (step == 0) {
       std::copy_n(value, len, acc);
     } else {
       for (std::size_t e = 0; e < len; ++e) acc[e] = acc[e] + value[e];
@@ -107,8 +113,18 @@ void reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::size_t beg
   }
 }
 
-// acc = in_0 + in_1 + ... + in_{P-1} in fp32, left to right (the documented summation order).
-void sum_in_rank_order(const float* const* in, int ranks, std::size_t count, float* acc) {
+// acc = in_0 + in_1 + ... + in_{P-1} in fp32, left to right (the documented summation order);
+// reverse: the deliberate mistake of Alteration::kRanksSummedInReverse.
+void sum_in_rank_order(const float* const* in, int ranks, std::size_t count, float* acc,
+                       bool reverse = false) {
+  if (reverse) {
+    for (std::size_t e = 0; e < count; ++e) {
+      float a = in[ranks - 1][e];
+      for (int r = ranks - 2; r >= 0; --r) a = a + in[r][e];
+      acc[e] = a;
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (count >= (1u << 16))
   for (std::size_t e = 0; e < count; ++e) {
     float a = in[0][e];
@@ -193,9 +209,25 @@ void exact_allreduce(DType dtype, int ranks, std::size_t count, const float* con
   round_to_dtype(out, count, dtype);
 }
 
+const char* alteration_name(Alteration alteration) {
+  switch (alteration) {
+    case Alteration::kNone: return "none";
+    case Alteration::kScaleRoundedToNearest: return "scale-rounded-to-nearest";
+    case Alteration::kRanksSummedInReverse: return "ranks-summed-in-reverse";
+  }
+  return "unknown";
+}
+
 Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
                  const float* const* inputs, float* const* outputs, CompensatorState* states,
                  float* const* compensated, AllReduceReport* report) {
+  return allreduce_altered(Alteration::kNone, spec, ranks, count, inputs, outputs, states,
+                           compensated, report);
+}
+
+Status allreduce_altered(Alteration alteration, const AllReduceSpec& spec, int ranks, std::size_t count,
+                         const float* const* inputs, float* const* outputs, CompensatorState* states,
+                         float* const* compensated, AllReduceReport* report) {
   if (Status s = spec.validate(ranks); !s.ok()) return s;
   if (count == 0) return Status(StatusCode::kInvalidArgument, "element count must be >= 1");
   if (inputs == nullptr || outputs == nullptr) {
@@ -277,7 +309,8 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
         }
       }
     }
-    sum_in_rank_order(send.data(), ranks, count, acc.data());
+    sum_in_rank_order(send.data(), ranks, count, acc.data(),
+                      alteration == Alteration::kRanksSummedInReverse);
     for (int r = 0; r < ranks; ++r) std::copy(acc.begin(), acc.end(), y[r].begin());
     local_report.poisoned_groups = count_nonfinite_groups(send.data(), ranks, count, spec.quant);
   } else {
@@ -287,12 +320,13 @@ Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
       const std::size_t begin = seg.begin(j);
       const std::size_t len = seg.end(j) - begin;
       if (len == 0) continue;
-      reduce_segment(spec, ranks, j, begin, len, unscale, ws, acc.data() + begin);
+      reduce_segment(spec, ranks, j, begin, len, unscale, ws, acc.data() + begin, alteration);
       // Gather: the owner quantizes once; every rank dequantizes the same codes.
       codes.resize(len);
       params.resize(spec.quant.num_groups(len));
       local_report.poisoned_groups +=
-          quantize(spec.quant, acc.data() + begin, len, codes.data(), params.data());
+          detail::quantize(spec.quant, acc.data() + begin, len, codes.data(), params.data(),
+                           alteration == Alteration::kScaleRoundedToNearest);
       for (int r = 0; r < ranks; ++r) {
         dequantize(spec.quant, codes.data(), params.data(), len, y[r].data() + begin);
       }

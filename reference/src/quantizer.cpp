@@ -10,6 +10,7 @@
 
 #include "echo/dtype.h"
 #include "echo/numerics/group_params.h"
+#include "quantize_detail.h"
 
 namespace echo {
 namespace {
@@ -57,8 +58,9 @@ void decode_group(const GroupParams& params, const std::uint8_t* q, std::size_t 
   for (std::size_t i = 0; i < len; ++i) out[i] = numerics::dequantize_value(s, z, static_cast<float>(q[i]));
 }
 
-numerics::GroupMap group_map(const QuantSpec& spec, float mn, float mx, bool finite) {
-  return numerics::make_group_map({spec.bits, spec.kind}, mn, mx, finite);
+numerics::GroupMap group_map(const QuantSpec& spec, float mn, float mx, bool finite,
+                             bool scale_to_nearest = false) {
+  return numerics::make_group_map({spec.bits, spec.kind, scale_to_nearest}, mn, mx, finite);
 }
 
 GroupParams params_of(const numerics::GroupMap& map) { return {map.scale, map.zero_point}; }
@@ -103,6 +105,11 @@ GroupParams choose_group_params(const QuantSpec& spec, float min_value, float ma
 
 std::size_t quantize(const QuantSpec& spec, const float* values, std::size_t count,
                      std::uint8_t* codes, GroupParams* params) {
+  return detail::quantize(spec, values, count, codes, params, false);
+}
+
+std::size_t detail::quantize(const QuantSpec& spec, const float* values, std::size_t count,
+                             std::uint8_t* codes, GroupParams* params, bool round_scale_to_nearest) {
   const std::size_t g = static_cast<std::size_t>(spec.group);
   const std::size_t groups = spec.num_groups(count);
   std::size_t poisoned = 0;
@@ -111,7 +118,8 @@ std::size_t quantize(const QuantSpec& spec, const float* values, std::size_t cou
     const std::size_t begin = k * g;
     const std::size_t len = std::min(g, count - begin);
     const GroupRange range = scan_group(values + begin, len);
-    const numerics::GroupMap map = group_map(spec, range.min_value, range.max_value, range.finite);
+    const numerics::GroupMap map =
+        group_map(spec, range.min_value, range.max_value, range.finite, round_scale_to_nearest);
     encode_group(map, values + begin, len, codes + begin);
     params[k] = params_of(map);
     poisoned += map.poisoned ? 1 : 0;

@@ -2,9 +2,6 @@
 // exit code 2, a message naming the problem, and no file left behind.
 #include <boost/test/unit_test.hpp>
 
-#include <sys/wait.h>
-
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,54 +14,19 @@
 #include "echo/dtype.h"
 #include "echo/hdf5_util.h"
 #include "echo/quantizer.h"
+#include "run_echotk.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
 using echo::test::data_path;
-
-namespace {
-
-struct Run {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-Run run_echotk(const std::string& args) {
-  const std::string cmd = std::string(ECHO_BINARY_DIR) + "/bin/echotk " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  BOOST_TEST_REQUIRE(pipe != nullptr);
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (std::fgets(buffer.data(), buffer.size(), pipe)) output += buffer.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
-// A fresh directory per test case, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("echo-cli-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::size_t entries() const {
-    return static_cast<std::size_t>(std::distance(fs::directory_iterator(path), fs::directory_iterator()));
-  }
-};
-
-}  // namespace
+using echo::test::Run;
+using echo::test::run_echotk;
+using echo::test::TempDir;
 
 BOOST_AUTO_TEST_SUITE(cli)
 
 BOOST_AUTO_TEST_CASE(every_subcommand_has_help) {
-  for (const char* command : {"replay", "quantize", "ppl", "capture", "prove", "bench"}) {
+  for (const char* command : {"replay", "quantize", "verify", "ppl", "capture", "prove", "bench"}) {
     const Run r = run_echotk(std::string(command) + " --help");
     BOOST_TEST(r.exit_code == 0, command << ": " << r.output);
     BOOST_TEST(r.output.find("Usage") != std::string::npos, command);

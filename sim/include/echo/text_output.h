@@ -15,5 +15,7 @@ Status write_text_file_atomically(const std::string& path, const std::string& co
 // significant digits; null for NaN and infinities, which JSON cannot hold).
 std::string json_string(const std::string& s);
 std::string json_number(double v);
+// The shortest decimal text that reads back as the same float (0.35f prints as "0.35").
+std::string float_text(float v);
 
 }  // namespace echo

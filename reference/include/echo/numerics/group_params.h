@@ -17,6 +17,9 @@ namespace echo::numerics {
 struct QuantParams {
   int bits;
   QuantizerKind kind;
+  // The deliberate mistake of echo/alteration.h (scale rounded to nearest instead of up); false
+  // everywhere else.
+  bool scale_to_nearest = false;
 };
 
 // Everything encoding needs for one group, derived once from its range.
@@ -87,7 +90,8 @@ ECHO_HOST_DEVICE_INLINE GroupMap make_group_map(const QuantParams& q, float mn, 
     map.recip = 0.0f;
   } else {
     // Round the scale up so the grid always covers the group; never below the smallest subnormal.
-    std::uint16_t s_bits = nonnegative_to_half_bits_up(sf);  // sf >= 0, not NaN
+    std::uint16_t s_bits = q.scale_to_nearest ? finite_to_half_bits(sf)           // alteration only
+                                              : nonnegative_to_half_bits_up(sf);  // sf >= 0, not NaN
     if (s_bits == 0) s_bits = kHalfMinSubnormalBits;
     if (s_bits == kHalfInfinityBits) {  // the scale overflows fp16: poisoned like a non-finite group
       map.poisoned = true;

@@ -10,8 +10,11 @@
 #             copy of the same traffic
 #   sanitize  compute-sanitizer memcheck and racecheck on the test's small sweep
 # Stages run in the order given (default: build test bench sanitize). Environment: BUILD_DIR
-# (default build-emulate). Meant to finish in about five minutes on one H200 with 16 cores.
+# (default build-emulate), DEADLINE_S (default 450): the sanitizer runs shrink or are skipped so
+# that the whole script ends within that many seconds of its start.
 set -uo pipefail
+script_start=$(date +%s)
+deadline=${DEADLINE_S:-450}
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/emulate-gpu-check-out}
 build=${BUILD_DIR:-$root/build-emulate}
@@ -51,7 +54,7 @@ stage_build() {
 run_suite() {
   local label=$1 log=$2 exe=$3 rc
   shift 3
-  timeout "${TEST_TIMEOUT:-360}" "$build/bin/$exe" --log_level=test_suite --report_level=short "$@" >"$log" 2>&1
+  timeout "${TEST_TIMEOUT:-300}" "$build/bin/$exe" --log_level=test_suite --report_level=short "$@" >"$log" 2>&1
   rc=$?
   note "$label: rc=$rc $(grep -E 'Test module|failure|error' "$log" | grep -v 'no errors' | head -8 | tr '\n' ' ')"
 }
@@ -76,9 +79,15 @@ stage_bench() {
 }
 
 stage_sanitize() {
-  local tool
+  local tool left
   for tool in memcheck racecheck; do
-    timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$build/bin/cuda_emulate" \
+    left=$(( deadline - ($(date +%s) - script_start) ))
+    if (( left < 40 )); then
+      note "compute-sanitizer $tool: skipped ($left s left of the ${deadline} s budget)"
+      continue
+    fi
+    (( left > 150 )) && left=150
+    timeout "$left" compute-sanitizer --tool $tool --error-exitcode 9 "$build/bin/cuda_emulate" \
       --run_test=small_sweep_for_sanitizers >"$out/sanitize-$tool.log" 2>&1
     note "compute-sanitizer $tool (small sweep): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|failure' "$out/sanitize-$tool.log" | tail -2 | tr '\n' ' ')"
   done

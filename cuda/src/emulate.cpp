@@ -143,6 +143,7 @@ Status emulate_allreduce(const EmulateArguments& args, cudaStream_t stream) {
   p.ranks = args.ranks;
   p.bits = spec.quant.bits;
   p.group = spec.quant.group;
+  while ((1 << p.group_shift) < p.group) ++p.group_shift;
   p.kind = spec.quant.kind;
   p.count = args.count;
   p.groups_per_segment = seg.groups_per_segment;

@@ -43,6 +43,7 @@ struct EmulateParams {
   int ranks;
   int bits;
   int group;
+  int group_shift;                 // log2(group)
   QuantizerKind kind;
   std::size_t count;
   std::size_t groups_per_segment;  // Segmentation: segment j holds groups [j Gs, (j + 1) Gs)

@@ -29,14 +29,18 @@ struct LaneSpot {
   bool group_head;  // first lane of its group
 };
 
+// The group size is a power of two (group_shift its log2), so the group of an element is a shift;
+// the owner counts the segment starts at or below the group (no 64-bit division per lane).
+template <int P>
 __device__ __forceinline__ LaneSpot lane_spot(const EmulateParams& a, std::size_t chunk) {
   LaneSpot s;
   s.e0 = chunk * kChunk + static_cast<std::size_t>(threadIdx.x) * E;
   s.valid = s.e0 >= a.count ? 0 : (a.count - s.e0 < static_cast<std::size_t>(E) ? static_cast<int>(a.count - s.e0) : E);
-  const std::size_t grp = s.e0 / static_cast<std::size_t>(a.group);
-  const std::size_t owner = grp / a.groups_per_segment;  // < ranks wherever valid > 0
-  s.owner = owner < static_cast<std::size_t>(a.ranks) ? static_cast<int>(owner) : a.ranks;
-  s.group_head = s.e0 % static_cast<std::size_t>(a.group) == 0;
+  const std::size_t grp = s.e0 >> a.group_shift;
+  s.owner = 0;
+#pragma unroll
+  for (int r = 1; r < P; ++r) s.owner += grp >= static_cast<std::size_t>(r) * a.groups_per_segment ? 1 : 0;
+  s.group_head = (s.e0 & static_cast<std::size_t>(a.group - 1)) == 0;
   return s;
 }
 
@@ -75,9 +79,13 @@ __device__ __forceinline__ void update_rank(const EmulateParams& a, int r, const
 template <int P>
 __device__ __forceinline__ void update_global(const EmulateParams& a, const LaneSpot& s, const float (&x)[P][E],
                                               const float (&y)[E], float (&m1)[P][E], float (&m2)[P][E]) {
+  // For a power-of-two P the product with 1 / P (exact) is the same correctly rounded quotient.
+  constexpr bool kPow2 = (P & (P - 1)) == 0;
   float share[E];
 #pragma unroll
-  for (int k = 0; k < E; ++k) share[k] = __fdiv_rn(y[k], static_cast<float>(P));
+  for (int k = 0; k < E; ++k) {
+    share[k] = kPow2 ? __fmul_rn(y[k], 1.0f / static_cast<float>(P)) : __fdiv_rn(y[k], static_cast<float>(P));
+  }
 #pragma unroll
   for (int r = 0; r < P; ++r) {
     float u[E];
@@ -114,7 +122,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
   const bool out_aligned = lane_aligned<D>(a.out);
   const std::size_t chunks = (a.count + kChunk - 1) / kChunk;
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
-    const LaneSpot s = lane_spot(a, chunk);
+    const LaneSpot s = lane_spot<P>(a, chunk);
     float x[P][E], m1[P][E], m2[P][E];
     load_ranks<D, P>(a, s, fresh, aligned, x, m1, m2);
     // Push and reduce: rank r's term is its dequantized push where it does not own the group,
@@ -204,7 +212,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulatePar
   const bool out_aligned = lane_aligned<D>(a.out);
   const std::size_t chunks = (a.count + kChunk - 1) / kChunk;
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
-    const LaneSpot s = lane_spot(a, chunk);
+    const LaneSpot s = lane_spot<P>(a, chunk);
     float x[P][E], m1[P][E], m2[P][E];
     load_ranks<D, P>(a, s, fresh, aligned, x, m1, m2);
     float acc[E];

@@ -47,8 +47,9 @@ while IFS=$'\t' read -r name trace outputs flags; do
   "$echotk" replay "$pack/$trace" --out "$result" --backend "$backend" --save-outputs --allow-nonfinite --quiet \
     $flags >>"$log" 2>&1
   rc=$?
-  if (( rc == 2 )) && grep -q -- "--backend $backend supports" "$log"; then
-    note "SKIP $name: $(grep -m1 -o -- "--backend $backend supports.*" "$log")"
+  # can_implement's refusal (echo/cuda/can_implement.h): "--backend cuda: the CUDA path implements ..."
+  if (( rc == 2 )) && grep -q -- "--backend $backend: .* implements" "$log"; then
+    note "SKIP $name: $(grep -m1 -o -- "--backend $backend: .* implements.*" "$log")"
     skipped=$((skipped + 1))
     continue
   fi

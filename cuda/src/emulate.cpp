@@ -1,0 +1,214 @@
+// Host side of the one-GPU emulation (echo/cuda/emulate.h): argument checks, the state's size and
+// reset, the call's sequence on the stream, and the report and state read-back.
+#include "echo/cuda/emulate.h"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "communicator_impl.h"
+#include "emulate_args.h"
+
+namespace echo::cuda {
+namespace {
+
+Status invalid(const std::string& what) {
+  return Status(StatusCode::kInvalidArgument, "emulate_allreduce: " + what);
+}
+
+std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+bool aligned_to(const void* p, std::size_t bytes) { return address(p) % bytes == 0; }
+
+// Whether [a, a + an) and [b, b + bn) share a byte (null buffers share none).
+bool overlaps(const void* a, std::size_t an, const void* b, std::size_t bn) {
+  if (a == nullptr || b == nullptr) return false;
+  return address(a) < address(b) + bn && address(b) < address(a) + an;
+}
+
+// A device buffer the call reads or writes, for the overlap and memory checks.
+struct Buffer {
+  const char* name;
+  const void* ptr;
+  std::size_t bytes;
+};
+
+// Every check that needs no CUDA call; on success `buffers` lists the call's buffers.
+Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) {
+  if (Status s = a.spec.validate(a.ranks); !s.ok()) return invalid(s.message());
+  if (a.spec.algorithm != Algorithm::kOwner) {
+    return Status(StatusCode::kUnsupported, "emulate_allreduce: the emulation runs the owner algorithm only, not " +
+                                                std::string(algorithm_name(a.spec.algorithm)));
+  }
+  if (a.count == 0) return invalid("count must be >= 1");
+  const std::size_t es = dtype_size(a.spec.dtype);
+  const auto ranks = static_cast<std::size_t>(a.ranks);
+  // Every byte offset the kernels form (P rows of fp32 x' at most) fits in size_t.
+  if (a.count > std::numeric_limits<std::size_t>::max() / 64 / ranks) {
+    return invalid("count " + std::to_string(a.count) + " is too large");
+  }
+  if (a.parts == nullptr) return invalid("parts is null");
+  if (a.out == nullptr) return invalid("out is null");
+  if (a.workspace == nullptr) return invalid("workspace is null (emulate_workspace_bytes() bytes of device memory)");
+  const char* dt = dtype_name(a.spec.dtype);
+  if (!aligned_to(a.parts, es)) return invalid(std::string("parts is not aligned to its element type ") + dt);
+  if (!aligned_to(a.out, es)) return invalid(std::string("out is not aligned to its element type ") + dt);
+  if (!aligned_to(a.workspace, 16)) return invalid("workspace is not 16-byte aligned");
+  if (!aligned_to(a.compensated, 4)) return invalid("compensated is not 4-byte aligned");
+  const bool comp = a.spec.compensator.mode != CompensatorMode::kOff;
+  const std::size_t need = emulate_state_bytes(a.spec, a.ranks, a.count);
+  if (comp) {
+    if (a.state == nullptr) return invalid("the compensator needs a state (emulate_state_bytes, emulate_reset_state)");
+    if (!aligned_to(a.state, 16)) return invalid("state is not 16-byte aligned");
+    if (a.state_bytes < need) {
+      return invalid("state holds " + std::to_string(a.state_bytes) + " bytes, the call needs " + std::to_string(need) +
+                     " (emulate_state_bytes for " + std::to_string(a.ranks) + " ranks of " + std::to_string(a.count) +
+                     " elements)");
+    }
+  }
+  const std::size_t row_bytes = a.count * es;
+  buffers->clear();
+  buffers->push_back({"parts", a.parts, row_bytes * ranks});
+  buffers->push_back({"out", a.out, row_bytes});
+  buffers->push_back({"workspace", a.workspace, kEmulateWorkspaceBytes});
+  if (comp) buffers->push_back({"state", a.state, need});
+  if (a.compensated != nullptr) buffers->push_back({"compensated", a.compensated, a.count * 4 * ranks});
+  for (std::size_t i = 0; i < buffers->size(); ++i) {
+    for (std::size_t j = i + 1; j < buffers->size(); ++j) {
+      const Buffer& x = (*buffers)[i];
+      const Buffer& y = (*buffers)[j];
+      // In place: out may be rank 0's row of parts (each element is read before it is written).
+      if (x.ptr == a.parts && y.ptr == a.out && a.out == a.parts) continue;
+      if (overlaps(x.ptr, x.bytes, y.ptr, y.bytes)) {
+        return invalid(std::string(x.name) + " and " + y.name + " overlap");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Whether a buffer is device memory the current device can use (cudaPointerGetAttributes).
+Status check_device_memory(const Buffer& b, int device) {
+  cudaPointerAttributes attr{};
+  const cudaError_t e = cudaPointerGetAttributes(&attr, b.ptr);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return invalid(std::string(b.name) + " is not CUDA memory (" + cudaGetErrorString(e) + ")");
+  }
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
+    return invalid(std::string(b.name) + " is not device memory");
+  }
+  if (attr.type == cudaMemoryTypeDevice && attr.device != device) {
+    return invalid(std::string(b.name) + " lives on device " + std::to_string(attr.device) +
+                   ", the current device is " + std::to_string(device));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::size_t emulate_state_bytes(const AllReduceSpec& spec, int ranks, std::size_t count) {
+  return emulate_state_layout(spec, ranks, count).total_bytes;
+}
+
+Status emulate_reset_state(void* state, std::size_t state_bytes, cudaStream_t stream) {
+  if (state == nullptr) return invalid("emulate_reset_state: state is null");
+  if (state_bytes < kEmulateStateHeaderBytes) {
+    return invalid("emulate_reset_state: a state holds at least " + std::to_string(kEmulateStateHeaderBytes) +
+                   " bytes, got " + std::to_string(state_bytes));
+  }
+  // Zero averages and the reset mark set: the next call applies no correction (empty state).
+  ECHO_CUDA_CHECK(cudaMemsetAsync(state, 0, state_bytes, stream));
+  ECHO_CUDA_CHECK(cudaMemsetAsync(state, 0x01, 1, stream));
+  return Status::Ok();
+}
+
+Status emulate_can_implement(const EmulateArguments& args) {
+  std::vector<Buffer> buffers;
+  ECHO_RETURN_IF_ERROR(check_arguments(args, &buffers));
+  int device = 0;
+  ECHO_CUDA_CHECK(cudaGetDevice(&device));
+  for (const Buffer& b : buffers) ECHO_RETURN_IF_ERROR(check_device_memory(b, device));
+  return Status::Ok();
+}
+
+Status emulate_allreduce(const EmulateArguments& args, cudaStream_t stream) {
+  std::vector<Buffer> buffers;
+  ECHO_RETURN_IF_ERROR(check_arguments(args, &buffers));
+  const AllReduceSpec& spec = args.spec;
+  const Segmentation seg(args.count, spec.quant.group, args.ranks);
+  EmulateParams p{};
+  p.ranks = args.ranks;
+  p.bits = spec.quant.bits;
+  p.group = spec.quant.group;
+  while ((1 << p.group_shift) < p.group) ++p.group_shift;
+  p.kind = spec.quant.kind;
+  p.count = args.count;
+  p.groups_per_segment = seg.groups_per_segment;
+  p.parts = args.parts;
+  p.out = args.out;
+  p.compensated = args.compensated;
+  set_compensator_args(spec.compensator, &p.comp);
+  const bool comp = spec.compensator.mode != CompensatorMode::kOff;
+  if (comp) {
+    const EmulateStateLayout layout = emulate_state_layout(spec, args.ranks, args.count);
+    char* base = static_cast<char*>(args.state);
+    p.comp.fresh = reinterpret_cast<int*>(base);
+    p.comp.m1 = reinterpret_cast<float*>(base + layout.m1_offset);
+    p.comp.m2 = layout.m2_offset != 0 ? reinterpret_cast<float*>(base + layout.m2_offset) : nullptr;
+    p.state_stride = layout.stride;
+  }
+  p.backward = spec.direction == Direction::kBackward;
+  p.exact_rounds = exact_path_rounds_x_prime(spec);
+  p.report = static_cast<EmulateDeviceReport*>(args.workspace);
+
+  // The call's report starts from zero (poisoned count, backward max); the kernels fill it.
+  ECHO_CUDA_CHECK(cudaMemsetAsync(args.workspace, 0, sizeof(EmulateDeviceReport), stream));
+  if (p.backward) ECHO_CUDA_CHECK(emulate_backward_max(spec.dtype, p, stream));
+  ECHO_CUDA_CHECK(emulate_main(spec.dtype, args.count <= spec.exact_max_count, p, stream));
+  // The state now holds this call's averages: the next call applies them.
+  if (comp) ECHO_CUDA_CHECK(cudaMemsetAsync(p.comp.fresh, 0, sizeof(int), stream));
+  return Status::Ok();
+}
+
+Status emulate_read_report(const void* workspace, cudaStream_t stream, AllReduceReport* report) {
+  if (workspace == nullptr || report == nullptr) return invalid("emulate_read_report: null workspace or report");
+  EmulateDeviceReport r{};
+  ECHO_CUDA_CHECK(cudaMemcpyAsync(&r, workspace, sizeof r, cudaMemcpyDeviceToHost, stream));
+  ECHO_CUDA_CHECK(cudaStreamSynchronize(stream));
+  report->poisoned_groups = static_cast<std::size_t>(r.poisoned_groups);
+  report->scale_exponent = r.scale_exponent;
+  report->exact_path = r.exact_path != 0;
+  return Status::Ok();
+}
+
+Status emulate_download_state(const void* state, const AllReduceSpec& spec, int ranks, std::size_t count, int rank,
+                              float* m1, float* m2, cudaStream_t stream) {
+  const EmulateStateLayout layout = emulate_state_layout(spec, ranks, count);
+  if (layout.total_bytes == 0) return invalid("emulate_download_state: the compensator is off (no state)");
+  if (state == nullptr || m1 == nullptr) return invalid("emulate_download_state: null state or m1");
+  if (rank < 0 || rank >= ranks) {
+    return invalid("emulate_download_state: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(ranks) + ")");
+  }
+  const bool dual = layout.m2_offset != 0;
+  if (dual && m2 == nullptr) return invalid("emulate_download_state: the dual compensator needs m2");
+  ECHO_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const char* base = static_cast<const char*>(state);
+  const std::size_t row = static_cast<std::size_t>(rank) * layout.stride * layout.elem_bytes;
+  std::vector<std::uint16_t> half(layout.elem_bytes == 2 ? count : 0);
+  for (int which = 0; which < (dual ? 2 : 1); ++which) {
+    float* dst = which == 0 ? m1 : m2;
+    const char* src = base + (which == 0 ? layout.m1_offset : layout.m2_offset) + row;
+    if (layout.elem_bytes == 4) {
+      ECHO_CUDA_CHECK(cudaMemcpy(dst, src, count * 4, cudaMemcpyDeviceToHost));
+    } else {
+      ECHO_CUDA_CHECK(cudaMemcpy(half.data(), src, count * 2, cudaMemcpyDeviceToHost));
+      for (std::size_t i = 0; i < count; ++i) dst[i] = bfloat16_bits_to_float(half[i]);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace echo::cuda

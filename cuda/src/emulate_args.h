@@ -1,0 +1,72 @@
+// Internal to the one-GPU emulation (echo/cuda/emulate.h): the state buffer's layout, shared by
+// the host checks and the kernels, and the kernels' arguments.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "echo/cuda/emulate.h"
+#include "kernel_args.h"
+
+namespace echo::cuda {
+
+// A state buffer: a 256-byte header (the reset mark, an int, at offset 0), then m1 of every rank,
+// then m2 (dual mode). Rank rows are padded to 64 elements, so every 4-element lane of the kernels
+// starts 16-byte (fp32) or 8-byte (bf16) aligned.
+inline constexpr std::size_t kEmulateStateHeaderBytes = 256;
+inline constexpr std::size_t kEmulateRowAlign = 64;
+
+struct EmulateStateLayout {
+  std::size_t stride = 0;      // elements per rank row
+  std::size_t elem_bytes = 0;  // 4 (fp32 state) or 2 (bf16)
+  std::size_t m1_offset = 0;
+  std::size_t m2_offset = 0;   // 0 when there is no m2
+  std::size_t total_bytes = 0; // 0 when the compensator is off
+};
+
+inline EmulateStateLayout emulate_state_layout(const AllReduceSpec& spec, int ranks, std::size_t count) {
+  EmulateStateLayout l;
+  const CompensatorSpec& c = spec.compensator;
+  if (c.mode == CompensatorMode::kOff || ranks < 1) return l;
+  l.stride = (count + kEmulateRowAlign - 1) / kEmulateRowAlign * kEmulateRowAlign;
+  l.elem_bytes = c.state_dtype == DType::kBFloat16 ? 2 : 4;
+  const std::size_t average_bytes = l.stride * l.elem_bytes * static_cast<std::size_t>(ranks);
+  l.m1_offset = kEmulateStateHeaderBytes;
+  l.m2_offset = c.mode == CompensatorMode::kDual ? l.m1_offset + average_bytes : 0;
+  l.total_bytes = (c.mode == CompensatorMode::kDual ? l.m2_offset : l.m1_offset) + average_bytes;
+  return l;
+}
+
+// One call as the kernels see it.
+struct EmulateParams {
+  int ranks;
+  int bits;
+  int group;
+  int group_shift;                 // log2(group)
+  QuantizerKind kind;
+  std::size_t count;
+  std::size_t groups_per_segment;  // Segmentation: segment j holds groups [j Gs, (j + 1) Gs)
+  const void* parts;               // [ranks][count] of the dtype
+  void* out;                       // [count]
+  float* compensated;              // optional [ranks][count] fp32 x'
+  CompensatorArgs comp;            // m1, m2 point at rank 0's row; fresh at the reset mark
+  std::size_t state_stride;        // elements between rank rows of m1 and m2
+  bool backward;
+  bool exact_rounds;               // exact path: terms are x' rounded to bf16 (exact_path_rounds_x_prime)
+  EmulateDeviceReport* report;
+};
+
+// Launchers of the emulation kernels (kernels/emulate_allreduce.cu), dtype and P dispatched there.
+// Backward calls: max |x'| over every rank into report->max_abs_bits (zeroed before).
+cudaError_t emulate_backward_max(DType dtype, const EmulateParams& p, cudaStream_t stream);
+// The quantized owner all-reduce, or (exact) the exact small-message path.
+cudaError_t emulate_main(DType dtype, bool exact, const EmulateParams& p, cudaStream_t stream);
+// emulate_main for one dtype (kernels/emulate_allreduce_<dtype>.cu).
+template <DType D>
+cudaError_t emulate_launch(bool exact, const EmulateParams& p, cudaStream_t stream);
+extern template cudaError_t emulate_launch<DType::kFloat32>(bool, const EmulateParams&, cudaStream_t);
+extern template cudaError_t emulate_launch<DType::kBFloat16>(bool, const EmulateParams&, cudaStream_t);
+extern template cudaError_t emulate_launch<DType::kFloat16>(bool, const EmulateParams&, cudaStream_t);
+
+}  // namespace echo::cuda

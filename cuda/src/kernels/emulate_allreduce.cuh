@@ -1,0 +1,309 @@
+// The one-GPU emulation of the P-rank all-reduce (echo/cuda/emulate.h; numerics in
+// docs/numerics.md 3-6). Segments lie on group boundaries, so every group of the message is
+// independent: the lanes of one group (a block iteration of 1024 elements holds whole groups) take
+// each rank's x' = x + c, quantize and dequantize it where the rank pushes (its group lies in
+// another rank's segment), sum the P terms in fp32 in rank order with the owner's own values
+// unquantized, quantize the sum once for the gather, store y = dtype_rne(deq * 2^-k), and update
+// every rank's compensator state, all from registers. One launch per call; backward calls run the
+// max |x'| kernel before it (the shared exponent needs every rank's whole message).
+// Included once per dtype by emulate_allreduce_<dtype>.cu, which instantiate emulate_launch.
+#pragma once
+
+#include "emulate_args.h"
+#include "emulate_lanes.cuh"
+
+namespace echo::cuda {
+namespace emulate_detail {
+
+using namespace device;
+
+constexpr int E = kEmulateLane;
+constexpr int kChunk = kBlockThreads * E;  // elements per block iteration
+static_assert(kChunk % kMaxGroup == 0, "every group lies inside one block iteration");
+
+// Where a thread's lane lies in the message.
+struct LaneSpot {
+  std::size_t e0;   // first element
+  int valid;        // elements inside the message (0 past its end)
+  int owner;        // rank whose segment holds the lane's group
+  bool group_head;  // first lane of its group
+};
+
+// The group size is a power of two (group_shift its log2), so the group of an element is a shift;
+// the owner counts the segment starts at or below the group (no 64-bit division per lane).
+template <int P>
+__device__ __forceinline__ LaneSpot lane_spot(const EmulateParams& a, std::size_t chunk) {
+  LaneSpot s;
+  s.e0 = chunk * kChunk + static_cast<std::size_t>(threadIdx.x) * E;
+  s.valid = s.e0 >= a.count ? 0 : (a.count - s.e0 < static_cast<std::size_t>(E) ? static_cast<int>(a.count - s.e0) : E);
+  const std::size_t grp = s.e0 >> a.group_shift;
+  s.owner = 0;
+#pragma unroll
+  for (int r = 1; r < P; ++r) s.owner += grp >= static_cast<std::size_t>(r) * a.groups_per_segment ? 1 : 0;
+  s.group_head = (s.e0 & static_cast<std::size_t>(a.group - 1)) == 0;
+  return s;
+}
+
+template <DType D>
+__device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
+  return static_cast<const typename Elem<D>::T*>(a.parts) + static_cast<std::size_t>(r) * a.count;
+}
+
+// Every rank's x' of the lane (gradient units), with the state it was formed from; also the
+// optional x' output.
+template <DType D, int P>
+__device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpot& s, bool fresh,
+                                           const bool (&aligned)[P], float (&x)[P][E], float (&m1)[P][E],
+                                           float (&m2)[P][E]) {
+#pragma unroll
+  for (int r = 0; r < P; ++r) {
+    load_lane<D>(rank_row<D>(a, r), s.e0, s.valid, aligned[r], x[r]);
+    if (a.comp.mode != CompensatorMode::kOff) {
+      load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r], m2[r]);
+      apply_compensation<E>(a.comp, fresh, m1[r], m2[r], x[r]);
+    }
+    if (a.compensated != nullptr && s.valid > 0) {
+      store_lane_f32_canonical(a.compensated + static_cast<std::size_t>(r) * a.count + s.e0, s.valid, x[r]);
+    }
+  }
+}
+
+// Rank r's new averages from its residual u, stored (lanes inside the message only).
+__device__ __forceinline__ void update_rank(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E],
+                                            float (&m1)[E], float (&m2)[E]) {
+  update_state<E>(a.comp, u, m1, m2);
+  store_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+}
+
+// Global residual (docs/numerics.md 6): u_i = x'_i - y / P for every rank, y the delivered output.
+template <int P>
+__device__ __forceinline__ void update_global(const EmulateParams& a, const LaneSpot& s, const float (&x)[P][E],
+                                              const float (&y)[E], float (&m1)[P][E], float (&m2)[P][E]) {
+  // For a power-of-two P the product with 1 / P (exact) is the same correctly rounded quotient.
+  constexpr bool kPow2 = (P & (P - 1)) == 0;
+  float share[E];
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    share[k] = kPow2 ? __fmul_rn(y[k], 1.0f / static_cast<float>(P)) : __fdiv_rn(y[k], static_cast<float>(P));
+  }
+#pragma unroll
+  for (int r = 0; r < P; ++r) {
+    float u[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], share[k]);
+    update_rank(a, r, s, u, m1[r], m2[r]);
+  }
+}
+
+// The shared exponent of the call: max |x'| of every rank, from emulate_backward_max_kernel.
+__device__ __forceinline__ Scaling call_scaling(const EmulateParams& a) {
+  return make_scaling(a.backward ? backward_exponent(__uint_as_float(a.report->max_abs_bits)) : 0);
+}
+
+// The quantized owner all-reduce (docs/numerics.md 4).
+template <DType D, int P>
+__global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(EmulateParams a) {
+  __shared__ float2 warp_stats[kWarpsPerBlock];
+  const bool comp = a.comp.mode != CompensatorMode::kOff;
+  const bool local = comp && a.comp.residual == ResidualMode::kLocal;
+  const bool fresh = comp && *a.comp.fresh != 0;
+  const int lanes = a.group / E;  // lanes per group, uniform over the block
+  const bool wide = lanes > 32;   // groups span warps: every quantization is block-wide
+  const bool symmetric = a.kind == QuantizerKind::kSymmetric;
+  const QuantParams qp{a.bits, a.kind};
+  const Scaling sc = call_scaling(a);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    a.report->scale_exponent = sc.k;
+    a.report->exact_path = 0;
+  }
+  bool aligned[P];
+#pragma unroll
+  for (int r = 0; r < P; ++r) aligned[r] = lane_aligned<D>(rank_row<D>(a, r));
+  const bool out_aligned = lane_aligned<D>(a.out);
+  const std::size_t chunks = (a.count + kChunk - 1) / kChunk;
+  for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+    const LaneSpot s = lane_spot<P>(a, chunk);
+    float x[P][E], m1[P][E], m2[P][E];
+    load_ranks<D, P>(a, s, fresh, aligned, x, m1, m2);
+    // Push and reduce: rank r's term is its dequantized push where it does not own the group,
+    // its own x' (times 2^k) where it does; acc sums the terms in rank order.
+    float acc[E];
+#pragma unroll
+    for (int r = 0; r < P; ++r) {
+      float v[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) v[k] = a.backward ? __fmul_rn(x[r][k], sc.scale) : x[r][k];
+      const bool pushes = s.valid > 0 && r != s.owner;
+      // The statistics take every lane of the group (shuffles, barriers when wide): skipped only
+      // where no lane of the warp pushes.
+      if (P > 1 && (wide || __any_sync(0xFFFFFFFFu, pushes))) {
+        const GroupStats st = block_group_stats(v, s.valid, lanes, warp_stats);
+        if (pushes) {
+          const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
+          requantize_lane(map, symmetric, a.bits, v, v);
+          if (local) {
+            // Local residual of a pushed segment: u = x' - v * 2^-k, the error this rank injected.
+            float u[E];
+#pragma unroll
+            for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], a.backward ? __fmul_rn(v[k], sc.unscale) : v[k]);
+            update_rank(a, r, s, u, m1[r], m2[r]);
+          }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < E; ++k) acc[k] = r == 0 ? v[k] : __fadd_rn(acc[k], v[k]);
+    }
+    // Gather: the owner quantizes the sum once; every rank dequantizes the same codes.
+    const GroupStats st = block_group_stats(acc, s.valid, lanes, warp_stats);
+    const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
+    if (s.valid > 0 && s.group_head && map.poisoned) atomicAdd(&a.report->poisoned_groups, 1ull);
+    float y[E];
+    requantize_lane(map, symmetric, a.bits, acc, y);
+    if (a.backward) {
+#pragma unroll
+      for (int k = 0; k < E; ++k) y[k] = __fmul_rn(y[k], sc.unscale);
+    }
+    float delivered[E];  // dtype_rne(y) as a float
+    store_lane<D>(a.out, s.e0, s.valid, out_aligned, y, delivered);
+    if (!comp || s.valid == 0) continue;
+    if (local) {
+      // Local residual of the owner: its gather error, u = acc * 2^-k - y.
+#pragma unroll
+      for (int r = 0; r < P; ++r) {
+        if (r != s.owner) continue;
+        float u[E];
+#pragma unroll
+        for (int k = 0; k < E; ++k) u[k] = __fsub_rn(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], delivered[k]);
+        update_rank(a, r, s, u, m1[r], m2[r]);
+      }
+    } else {
+      update_global<P>(a, s, x, delivered, m1, m2);
+    }
+  }
+}
+
+// Rank r's term of the exact path: x' (times 2^k backward), rounded to bf16 where the call rounds
+// (echo::exact_path_rounds_x_prime: forward bf16).
+__device__ __forceinline__ void exact_term(const EmulateParams& a, const Scaling& sc, const float (&x)[E],
+                                           float (&t)[E]) {
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    t[k] = a.backward ? __fmul_rn(x[k], sc.scale) : x[k];
+    if (a.exact_rounds) t[k] = round_to<DType::kBFloat16>(t[k]);
+  }
+}
+
+// The exact small-message path (docs/numerics.md 4, "Exact path").
+template <DType D, int P>
+__global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulateParams a) {
+  __shared__ int warp_flags[kWarpsPerBlock];
+  const bool comp = a.comp.mode != CompensatorMode::kOff;
+  const bool local = comp && a.comp.residual == ResidualMode::kLocal;
+  const bool fresh = comp && *a.comp.fresh != 0;
+  const int lanes = a.group / E;
+  const Scaling sc = call_scaling(a);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    a.report->scale_exponent = sc.k;
+    a.report->exact_path = 1;
+  }
+  bool aligned[P];
+#pragma unroll
+  for (int r = 0; r < P; ++r) aligned[r] = lane_aligned<D>(rank_row<D>(a, r));
+  const bool out_aligned = lane_aligned<D>(a.out);
+  const std::size_t chunks = (a.count + kChunk - 1) / kChunk;
+  for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+    const LaneSpot s = lane_spot<P>(a, chunk);
+    float x[P][E], m1[P][E], m2[P][E];
+    load_ranks<D, P>(a, s, fresh, aligned, x, m1, m2);
+    float acc[E];
+    bool bad = false;  // a term of the lane is not finite: its group is reported poisoned
+#pragma unroll
+    for (int r = 0; r < P; ++r) {
+      float t[E];
+      exact_term(a, sc, x[r], t);
+#pragma unroll
+      for (int k = 0; k < E; ++k) {
+        if (k < s.valid) bad = bad || !is_finite(t[k]);
+        acc[k] = r == 0 ? t[k] : __fadd_rn(acc[k], t[k]);
+      }
+    }
+    if (block_group_any(bad, lanes, warp_flags) && s.valid > 0 && s.group_head) {
+      atomicAdd(&a.report->poisoned_groups, 1ull);
+    }
+    float y[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) y[k] = a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k];
+    float delivered[E];
+    store_lane<D>(a.out, s.e0, s.valid, out_aligned, y, delivered);
+    if (!comp || s.valid == 0) continue;
+    if (local) {
+      // The owner's term acc * 2^-k - y on its own segment, 0 elsewhere; where the terms are
+      // rounded, every rank's rounding error x' - s_i comes first.
+      float own[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) own[k] = __fsub_rn(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], delivered[k]);
+#pragma unroll
+      for (int r = 0; r < P; ++r) {
+        float t[E];
+        exact_term(a, sc, x[r], t);
+        float u[E];
+#pragma unroll
+        for (int k = 0; k < E; ++k) {
+          if (a.exact_rounds) {
+            const float rounding = __fsub_rn(x[r][k], t[k]);
+            u[k] = r == s.owner ? __fadd_rn(rounding, own[k]) : rounding;
+          } else {
+            u[k] = r == s.owner ? own[k] : 0.0f;
+          }
+        }
+        update_rank(a, r, s, u, m1[r], m2[r]);
+      }
+    } else {
+      update_global<P>(a, s, x, delivered, m1, m2);
+    }
+  }
+}
+
+inline unsigned grid_of(std::size_t count, std::size_t cap) {
+  const std::size_t chunks = (count + kChunk - 1) / kChunk;
+  return static_cast<unsigned>(chunks < cap ? (chunks < 1 ? 1 : chunks) : cap);
+}
+
+// One block per block iteration (the grid-stride loops only matter past 2^31 - 1 of them).
+constexpr std::size_t kMainGridCap = 0x7FFFFFFF;
+
+template <DType D, int P>
+cudaError_t launch_main(bool exact, const EmulateParams& p, cudaStream_t stream) {
+  const unsigned grid = grid_of(p.count, kMainGridCap);
+  if (exact) {
+    emulate_exact_kernel<D, P><<<grid, kBlockThreads, 0, stream>>>(p);
+  } else {
+    emulate_quantized_kernel<D, P><<<grid, kBlockThreads, 0, stream>>>(p);
+  }
+  return cudaGetLastError();
+}
+
+template <DType D>
+cudaError_t launch_ranks(bool exact, const EmulateParams& p, cudaStream_t stream) {
+  switch (p.ranks) {
+    case 1: return launch_main<D, 1>(exact, p, stream);
+    case 2: return launch_main<D, 2>(exact, p, stream);
+    case 3: return launch_main<D, 3>(exact, p, stream);
+    case 4: return launch_main<D, 4>(exact, p, stream);
+    case 5: return launch_main<D, 5>(exact, p, stream);
+    case 6: return launch_main<D, 6>(exact, p, stream);
+    case 7: return launch_main<D, 7>(exact, p, stream);
+    case 8: return launch_main<D, 8>(exact, p, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace emulate_detail
+
+// The call's main kernel for dtype D, its P dispatched here.
+template <DType D>
+cudaError_t emulate_launch(bool exact, const EmulateParams& p, cudaStream_t stream) {
+  return emulate_detail::launch_ranks<D>(exact, p, stream);
+}
+
+}  // namespace echo::cuda

@@ -1,0 +1,7 @@
+// The emulation kernels for one dtype (emulate_allreduce.cuh), in a translation unit of their own so
+// the three dtypes compile in parallel.
+#include "emulate_allreduce.cuh"
+
+namespace echo::cuda {
+template cudaError_t emulate_launch<DType::kBFloat16>(bool exact, const EmulateParams& p, cudaStream_t stream);
+}  // namespace echo::cuda

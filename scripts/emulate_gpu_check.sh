@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The one-GPU emulation (cuda/include/echo/cuda/emulate.h) on the GPU machine in one go, logs and a
+# summary under $OUT (or ./emulate-gpu-check-out):
+#   build     configure (sm_90, Release, no model) and build only the emulation's objects, its
+#             tests and its benchmark (not the peer-to-peer kernels)
+#   test      cuda_emulate_args, then cuda_emulate with ECHO_REQUIRE_GPU=1 (bit-exact sweep
+#             against the CPU reference: outputs, x', states, reports)
+#   bench     echo_cuda_emulate_bench: the speed goal's configuration (P = 4, 16 Mi bf16 elements
+#             per rank, dual compensator, fp32 state) and a few others, beside a device-to-device
+#             copy of the same traffic
+#   sanitize  compute-sanitizer memcheck and racecheck on the test's small sweep
+# Stages run in the order given (default: build test bench sanitize). Environment: BUILD_DIR
+# (default build-emulate), DEADLINE_S (default 450): the sanitizer runs shrink or are skipped so
+# that the whole script ends within that many seconds of its start.
+set -uo pipefail
+script_start=$(date +%s)
+deadline=${DEADLINE_S:-450}
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/emulate-gpu-check-out}
+build=${BUILD_DIR:-$root/build-emulate}
+mkdir -p "$out"
+export ECHO_REQUIRE_GPU=1  # the GPU suites fail rather than skip without a usable device
+stages=("$@")
+(( ${#stages[@]} )) || stages=(build test bench sanitize)
+summary=$out/summary.txt
+note() { echo "$*" | tee -a "$summary"; }
+
+stage_build() {
+  # NCCL's header (the library's internal headers include it): the toolkit's, the system's, or
+  # the nvidia-nccl wheel's, found as scripts/gpu_check.sh finds it.
+  local nccl_root=""
+  if [[ ! -e /usr/local/cuda/include/nccl.h && ! -e /usr/include/nccl.h ]]; then
+    local h
+    h=$(find / -xdev -name nccl.h -path '*include*' 2>/dev/null | head -1)
+    [[ -n $h ]] && nccl_root=$(dirname "$(dirname "$h")")
+  fi
+  if [[ -n $nccl_root && ! -e $nccl_root/lib/libnccl.so && -e $nccl_root/lib/libnccl.so.2 ]]; then
+    mkdir -p "$build/nccl-lib" && ln -sf "$nccl_root/lib/libnccl.so.2" "$build/nccl-lib/libnccl.so"
+    export LIBRARY_PATH="$build/nccl-lib:${LIBRARY_PATH:-}"
+  fi
+  [[ -n $nccl_root ]] && export LD_LIBRARY_PATH="$nccl_root/lib:${LD_LIBRARY_PATH:-}"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt" 2>&1
+  note "gpu: $(head -1 "$out/gpu.txt"); nccl root: ${nccl_root:-system}"
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+        -DECHO_BUILD_MODEL=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
+        -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||
+    { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
+  cmake --build "$build" -j "$(nproc)" --target cuda_emulate cuda_emulate_args echo_cuda_emulate_bench \
+        >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
+  note "build ok"
+}
+
+# run_suite LABEL LOG EXE [ARGS...]: one Boost.Test executable, its verdict in the summary.
+run_suite() {
+  local label=$1 log=$2 exe=$3 rc
+  shift 3
+  timeout "${TEST_TIMEOUT:-300}" "$build/bin/$exe" --log_level=test_suite --report_level=short "$@" >"$log" 2>&1
+  rc=$?
+  note "$label: rc=$rc $(grep -E 'Test module|failure|error' "$log" | grep -v 'no errors' | head -8 | tr '\n' ' ')"
+}
+
+stage_test() {
+  run_suite cuda_emulate_args "$out/test-emulate-args.log" cuda_emulate_args
+  run_suite cuda_emulate "$out/test-emulate.log" cuda_emulate
+}
+
+stage_bench() {
+  local b=$build/bin/echo_cuda_emulate_bench args
+  # elements ranks bits compensator dtype iterations; the first line is the speed goal's.
+  local runs=("16777216 4 4 dual bf16 50" "16777216 4 4 dual-local-bf16 bf16 50" "16777216 4 4 off bf16 50"
+              "16777216 8 4 dual bf16 30" "16777216 4 8 dual fp16 30" "16777216 2 4 single fp32 30")
+  for args in "${runs[@]}"; do
+    echo "== echo_cuda_emulate_bench $args"
+    # shellcheck disable=SC2086  # args are the tool's word list
+    timeout 120 "$b" $args 2>&1
+    echo "rc=$?"
+  done | tee "$out/bench.log"
+  note "bench: $(grep -E '^ratio' "$out/bench.log" | head -1) (P = 4, 16 Mi bf16, dual, fp32 state); all ratios: $(grep -E '^ratio' "$out/bench.log" | awk '{print $2}' | tr '\n' ' ')"
+}
+
+stage_sanitize() {
+  local tool left
+  for tool in memcheck racecheck; do
+    left=$(( deadline - ($(date +%s) - script_start) ))
+    if (( left < 40 )); then
+      note "compute-sanitizer $tool: skipped ($left s left of the ${deadline} s budget)"
+      continue
+    fi
+    (( left > 150 )) && left=150
+    timeout "$left" compute-sanitizer --tool $tool --error-exitcode 9 "$build/bin/cuda_emulate" \
+      --run_test=small_sweep_for_sanitizers >"$out/sanitize-$tool.log" 2>&1
+    note "compute-sanitizer $tool (small sweep): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|failure' "$out/sanitize-$tool.log" | tail -2 | tr '\n' ' ')"
+  done
+}
+
+for s in "${stages[@]}"; do
+  start=$(date +%s)
+  "stage_$s" || note "stage $s failed"
+  note "stage $s: $(( $(date +%s) - start )) s"
+done

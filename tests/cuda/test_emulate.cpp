@@ -1,0 +1,604 @@
+// The one-GPU emulation (echo/cuda/emulate.h) against the CPU reference, bit for bit: the output,
+// x', every rank's compensator state and the report, over several consecutive calls with the state
+// carried, across bit widths 2..8, quantizers, group sizes, compensator and residual modes, state
+// types, dtypes, P = 1..8, awkward sizes, the exact path at its boundary, backward scaling,
+// non-finite inputs and values near the fp16 parameter limit; in place, on unaligned rows and
+// replayed from a CUDA graph; host memory is refused (the other argument checks need no GPU:
+// test_emulate_args.cpp).
+#include <boost/test/unit_test.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "device_group.h"
+#include "echo/allreduce.h"
+#include "echo/cuda/emulate.h"
+#include "test_data.h"
+
+namespace {
+
+using namespace echo;
+
+struct Case {
+  QuantizerKind kind = QuantizerKind::kZeroAware;
+  int bits = 4;
+  int group = 128;
+  CompensatorMode mode = CompensatorMode::kOff;
+  ResidualMode residual = ResidualMode::kGlobal;
+  DType state_dtype = DType::kFloat32;
+  DType dtype = DType::kBFloat16;
+  int ranks = 2;
+  Direction direction = Direction::kForward;
+  std::size_t exact_max_count = 0;
+  bool specials = false;      // NaN (with payloads), +-Inf, values near the dtype's and fp16's limits
+  float magnitude = 1.0f;     // inputs times this (moves the backward exponent far from 0)
+  std::size_t shift = 0;      // parts and out start this many elements into their allocations
+  bool in_place = false;      // out is rank 0's row of parts
+  bool compensated = true;    // also compare x'
+};
+
+AllReduceSpec spec_of(const Case& c) {
+  AllReduceSpec s;
+  s.quant.kind = c.kind;
+  s.quant.bits = c.bits;
+  s.quant.group = c.group;
+  s.dtype = c.dtype;
+  s.direction = c.direction;
+  s.exact_max_count = c.exact_max_count;
+  s.compensator.mode = c.mode;
+  s.compensator.residual = c.residual;
+  s.compensator.state_dtype = c.state_dtype;
+  return s;
+}
+
+std::string describe(const Case& c, std::size_t n, int pass, int call) {
+  return std::string(quantizer_name(c.kind)) + " b" + std::to_string(c.bits) + " g" + std::to_string(c.group) + " " +
+         compensator_mode_name(c.mode) + "/" + residual_mode_name(c.residual) + "/" + dtype_name(c.state_dtype) + " " +
+         dtype_name(c.dtype) + " P" + std::to_string(c.ranks) + " " + direction_name(c.direction) + " exact<=" +
+         std::to_string(c.exact_max_count) + (c.specials ? " specials" : "") + (c.in_place ? " in-place" : "") +
+         " shift " + std::to_string(c.shift) + " n=" + std::to_string(n) + " pass " + std::to_string(pass) +
+         " call " + std::to_string(call);
+}
+
+bool bits_equal(const float* a, const float* b, std::size_t n, std::size_t* first) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t x, y;
+    std::memcpy(&x, &a[i], 4);
+    std::memcpy(&y, &b[i], 4);
+    if (x != y) {
+      *first = i;
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string hex(float v) {
+  std::uint32_t b;
+  std::memcpy(&b, &v, 4);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08X", b);
+  return buf;
+}
+
+// Rank r's contribution to one call: the shared generator's groups (every quantizer branch), and
+// with specials NaNs (canonical and with a negative payload), +-Inf, values at the dtype's range
+// and groups whose fp16 scale lands just below or above 65504 for the bit width.
+std::vector<float> make_part(const Case& c, std::size_t n, int pass, int call, int r) {
+  std::vector<float> x = test::make_input(1000003ull * n + 7919ull * pass + 101ull * call + 13ull * r +
+                                              static_cast<std::uint64_t>(c.bits) * 17 + c.group,
+                                          n, c.dtype, c.group);
+  for (float& v : x) v = round_to_dtype(v * c.magnitude, c.dtype);
+  // One positive value on every rank (the generator may draw an all-zero message when n is
+  // small), so the sum, and hence some output element, is non-zero.
+  x[n / 2] = round_to_dtype(0.75f * static_cast<float>(r + 1) * c.magnitude, c.dtype);
+  if (!c.specials) return x;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float quiet = std::numeric_limits<float>::quiet_NaN();
+  const float payload = -std::nanf("0x5a5");
+  const float big = c.dtype == DType::kFloat32 ? 3.0e38f : c.dtype == DType::kBFloat16 ? 3.0e38f : 60000.0f;
+  for (std::size_t i = static_cast<std::size_t>(r) * 7; i < n; i += 997) {
+    const int which = static_cast<int>((i / 997 + call + r) % 6);
+    const float v = which == 0   ? quiet
+                    : which == 1 ? payload
+                    : which == 2 ? inf
+                    : which == 3 ? -inf
+                    : which == 4 ? big
+                                 : -big;
+    x[i] = round_to_dtype(v, c.dtype);
+  }
+  // Groups near the fp16 parameter limit: range about 65504 * (2^b - 1), just below or above it
+  // (for fp16 data the largest values; sums of several ranks then pass the limit).
+  const float levels = static_cast<float>((1 << c.bits) - 1);
+  const float factor = (call + r) % 2 ? 0.999f : 1.001f;
+  const float half_range = c.dtype == DType::kFloat16 ? 60000.0f : 65504.0f * levels * 0.5f * factor;
+  const std::size_t g = static_cast<std::size_t>(c.group);
+  for (std::size_t begin = 5 * g; begin < n; begin += 13 * g) {
+    for (std::size_t i = begin; i < std::min(n, begin + g); ++i) {
+      const float t = static_cast<float>((i * 37 + r) % 101) / 50.0f - 1.0f;  // [-1, 1]
+      x[i] = round_to_dtype(half_range * (i == begin ? 1.0f : i == begin + 1 ? -1.0f : t), c.dtype);
+    }
+  }
+  return x;
+}
+
+// Device buffers of one case (parts, out, report, the state of each direction, x').
+struct Rig {
+  int ranks = 0;
+  std::size_t n = 0;
+  AllReduceSpec spec;
+  std::size_t es = 0;
+  char* parts_alloc = nullptr;
+  char* out_alloc = nullptr;
+  void* parts = nullptr;
+  void* out = nullptr;
+  void* workspace = nullptr;
+  void* state[2] = {nullptr, nullptr};  // forward, backward
+  std::size_t state_bytes = 0;
+  float* compensated = nullptr;
+  cudaStream_t stream = nullptr;
+
+  Rig(const Case& c, std::size_t count) : ranks(c.ranks), n(count), spec(spec_of(c)) {
+    es = dtype_size(spec.dtype);
+    TEST_CUDA(cudaStreamCreate(&stream));
+    TEST_CUDA(cudaMalloc(&parts_alloc, (static_cast<std::size_t>(ranks) * n + c.shift) * es));
+    parts = parts_alloc + c.shift * es;
+    if (c.in_place) {
+      out = parts;
+    } else {
+      TEST_CUDA(cudaMalloc(&out_alloc, (n + c.shift) * es));
+      out = out_alloc + c.shift * es;
+    }
+    TEST_CUDA(cudaMalloc(&workspace, cuda::emulate_workspace_bytes()));
+    // Both directions share the spec's compensator, so one size fits both states.
+    state_bytes = cuda::emulate_state_bytes(spec, ranks, n);
+    for (void*& s : state) {
+      if (state_bytes != 0) TEST_CUDA(cudaMalloc(&s, state_bytes));
+    }
+    if (c.compensated) TEST_CUDA(cudaMalloc(&compensated, static_cast<std::size_t>(ranks) * n * 4));
+  }
+  ~Rig() {
+    cudaFree(parts_alloc);
+    cudaFree(out_alloc);
+    cudaFree(workspace);
+    for (void* s : state) cudaFree(s);
+    cudaFree(compensated);
+    cudaStreamDestroy(stream);
+  }
+  void reset() {
+    for (void* s : state) {
+      if (s != nullptr) TEST_OK(cuda::emulate_reset_state(s, state_bytes, stream));
+    }
+  }
+  cuda::EmulateArguments arguments(Direction d) const {
+    cuda::EmulateArguments a;
+    a.spec = spec;
+    a.spec.direction = d;
+    a.ranks = ranks;
+    a.count = n;
+    a.parts = parts;
+    a.out = out;
+    a.state = state[d == Direction::kBackward ? 1 : 0];
+    a.state_bytes = state_bytes;
+    a.workspace = workspace;
+    a.compensated = compensated;
+    return a;
+  }
+  void upload(const std::vector<std::vector<float>>& in) {
+    for (int r = 0; r < ranks; ++r) {
+      const auto bits = test::to_bits(in[r], spec.dtype);
+      TEST_CUDA(cudaMemcpyAsync(static_cast<char*>(parts) + static_cast<std::size_t>(r) * n * es, bits.data(),
+                                bits.size(), cudaMemcpyHostToDevice, stream));
+      TEST_CUDA(cudaStreamSynchronize(stream));
+    }
+  }
+  // A byte pattern no call writes everywhere, so an element left unwritten differs from the reference.
+  void poison_outputs() {
+    if (!in_place()) TEST_CUDA(cudaMemsetAsync(out, 0x3C, n * es, stream));
+    if (compensated != nullptr) TEST_CUDA(cudaMemsetAsync(compensated, 0x3C, static_cast<std::size_t>(ranks) * n * 4, stream));
+  }
+  bool in_place() const { return out == parts; }
+  std::vector<float> download_out() {
+    std::vector<unsigned char> bits(n * es);
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    TEST_CUDA(cudaMemcpy(bits.data(), out, bits.size(), cudaMemcpyDeviceToHost));
+    return test::from_bits(bits, spec.dtype);
+  }
+  std::vector<float> download_compensated(int r) {
+    std::vector<float> x(n);
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    TEST_CUDA(cudaMemcpy(x.data(), compensated + static_cast<std::size_t>(r) * n, n * 4, cudaMemcpyDeviceToHost));
+    return x;
+  }
+};
+
+// One call on the reference and on the emulation; everything they deliver must match bitwise.
+void check_call(const Case& c, Rig& rig, Direction d, std::vector<CompensatorState>& states, int pass, int call,
+                const std::string& what) {
+  const int P = c.ranks;
+  const std::size_t n = rig.n;
+  AllReduceSpec spec = rig.spec;
+  spec.direction = d;
+  std::vector<std::vector<float>> in(P), out_ref(P, std::vector<float>(n)), xp_ref(P, std::vector<float>(n));
+  std::vector<const float*> ip(P);
+  std::vector<float*> op(P), xp(P);
+  for (int r = 0; r < P; ++r) {
+    in[r] = make_part(c, n, pass, call, r);
+    ip[r] = in[r].data();
+    op[r] = out_ref[r].data();
+    xp[r] = xp_ref[r].data();
+  }
+  AllReduceReport rep_ref;
+  const bool comp = c.mode != CompensatorMode::kOff;
+  const Status sr = echo::allreduce(spec, P, n, ip.data(), op.data(), comp ? states.data() : nullptr, xp.data(), &rep_ref);
+  BOOST_REQUIRE_MESSAGE(sr.ok(), sr.message());
+
+  rig.upload(in);
+  rig.poison_outputs();
+  const cuda::EmulateArguments args = rig.arguments(d);
+  TEST_OK(cuda::emulate_can_implement(args));
+  TEST_OK(cuda::emulate_allreduce(args, rig.stream));
+  AllReduceReport rep;
+  TEST_OK(cuda::emulate_read_report(rig.workspace, rig.stream, &rep));
+
+  const std::vector<float> out = rig.download_out();
+  std::size_t at = 0;
+  BOOST_REQUIRE_MESSAGE(bits_equal(out.data(), out_ref[0].data(), n, &at),
+                        what + ": output differs at " + std::to_string(at) + ": emulation " + hex(out[at]) + " (" +
+                            std::to_string(out[at]) + ") reference " + hex(out_ref[0][at]) + " (" +
+                            std::to_string(out_ref[0][at]) + ")");
+  BOOST_REQUIRE(test::nans_are_canonical(out));
+  // A call that wrote nothing (or zeros) cannot pass: some output is non-zero.
+  std::size_t nonzero = 0;
+  for (float v : out) nonzero += v != 0.0f ? 1 : 0;
+  BOOST_REQUIRE_MESSAGE(nonzero > 0, what + ": every output element is zero");
+  if (rig.compensated != nullptr) {
+    for (int r = 0; r < P; ++r) {
+      const std::vector<float> x = rig.download_compensated(r);
+      BOOST_REQUIRE_MESSAGE(bits_equal(x.data(), xp_ref[r].data(), n, &at),
+                            what + ": x' of rank " + std::to_string(r) + " differs at " + std::to_string(at) + ": " +
+                                hex(x[at]) + " vs " + hex(xp_ref[r][at]));
+    }
+  }
+  if (comp) {
+    const void* state = rig.state[d == Direction::kBackward ? 1 : 0];
+    std::vector<float> m1(n), m2(n);
+    for (int r = 0; r < P; ++r) {
+      TEST_OK(cuda::emulate_download_state(state, spec, P, n, r, m1.data(), m2.data(), rig.stream));
+      BOOST_REQUIRE_EQUAL(states[r].m1.size(), n);
+      BOOST_REQUIRE_MESSAGE(bits_equal(m1.data(), states[r].m1.data(), n, &at),
+                            what + ": m1 of rank " + std::to_string(r) + " differs at " + std::to_string(at) + ": " +
+                                hex(m1[at]) + " vs " + hex(states[r].m1[at]));
+      if (c.mode == CompensatorMode::kDual) {
+        BOOST_REQUIRE_MESSAGE(bits_equal(m2.data(), states[r].m2.data(), n, &at),
+                              what + ": m2 of rank " + std::to_string(r) + " differs at " + std::to_string(at) + ": " +
+                                  hex(m2[at]) + " vs " + hex(states[r].m2[at]));
+      }
+    }
+  }
+  BOOST_CHECK_MESSAGE(rep.poisoned_groups == rep_ref.poisoned_groups,
+                      what + ": poisoned groups " + std::to_string(rep.poisoned_groups) + " vs " +
+                          std::to_string(rep_ref.poisoned_groups));
+  BOOST_CHECK_MESSAGE(rep.scale_exponent == rep_ref.scale_exponent,
+                      what + ": scale exponent " + std::to_string(rep.scale_exponent) + " vs " +
+                          std::to_string(rep_ref.scale_exponent));
+  BOOST_CHECK_MESSAGE(rep.exact_path == rep_ref.exact_path, what + ": exact path flag differs");
+}
+
+// `passes` passes of `calls` consecutive calls (the state carried, reset between passes) for every
+// size; directions alternate when `alternate` (forward and backward keep separate states).
+void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes, int calls, bool alternate = false) {
+  for (std::size_t n : sizes) {
+    Rig rig(c, n);
+    std::vector<CompensatorState> states[2] = {std::vector<CompensatorState>(c.ranks),
+                                               std::vector<CompensatorState>(c.ranks)};
+    for (int pass = 0; pass < passes; ++pass) {
+      rig.reset();
+      for (auto& v : states) {
+        for (auto& s : v) s.reset();
+      }
+      for (int call = 0; call < calls; ++call) {
+        const Direction d = alternate ? (call % 2 ? Direction::kBackward : Direction::kForward) : c.direction;
+        Case cc = c;
+        cc.direction = d;
+        check_call(cc, rig, d, states[d == Direction::kBackward ? 1 : 0], pass, call, describe(cc, n, pass, call));
+      }
+    }
+  }
+}
+
+bool have_gpu() { return test::gpu_present(); }
+
+// Compensator configurations the sweeps rotate through.
+struct CompConfig {
+  CompensatorMode mode;
+  ResidualMode residual;
+  DType state;
+};
+const CompConfig kCompConfigs[] = {
+    {CompensatorMode::kOff, ResidualMode::kGlobal, DType::kFloat32},
+    {CompensatorMode::kDual, ResidualMode::kGlobal, DType::kFloat32},
+    {CompensatorMode::kDual, ResidualMode::kLocal, DType::kBFloat16},
+    {CompensatorMode::kSingle, ResidualMode::kLocal, DType::kFloat32},
+    {CompensatorMode::kSingle, ResidualMode::kGlobal, DType::kBFloat16},
+    {CompensatorMode::kDual, ResidualMode::kLocal, DType::kFloat32},
+    {CompensatorMode::kDual, ResidualMode::kGlobal, DType::kBFloat16},
+};
+constexpr int kNumCompConfigs = sizeof(kCompConfigs) / sizeof(kCompConfigs[0]);
+const DType kDTypes[] = {DType::kBFloat16, DType::kFloat16, DType::kFloat32};
+const QuantizerKind kKinds[] = {QuantizerKind::kZeroAware, QuantizerKind::kNaive, QuantizerKind::kSymmetric};
+
+Case with_comp(Case c, const CompConfig& k) {
+  c.mode = k.mode;
+  c.residual = k.residual;
+  c.state_dtype = k.state;
+  return c;
+}
+
+}  // namespace
+
+// Every bit width and quantizer at every group size, P, dtype and compensator rotating with them.
+BOOST_AUTO_TEST_CASE(bits_quantizers_groups) {
+  if (!have_gpu()) return;
+  int i = 0;
+  for (int bits = kMinBits; bits <= kMaxBits; ++bits) {
+    for (QuantizerKind kind : kKinds) {
+      for (int group : {16, 32, 64, 128, 256, 512, 1024}) {
+        Case c = with_comp({}, kCompConfigs[i % kNumCompConfigs]);
+        c.kind = kind;
+        c.bits = bits;
+        c.group = group;
+        c.dtype = kDTypes[i % 3];
+        c.ranks = 1 + i % kMaxRanks;
+        check_case(c, {1000, 4099}, 1, 3);
+        ++i;
+      }
+    }
+  }
+}
+
+// Every compensator, residual mode and state type with every dtype and P = 1..8, forward.
+BOOST_AUTO_TEST_CASE(compensators_dtypes_ranks) {
+  if (!have_gpu()) return;
+  int i = 0;
+  for (const CompConfig& k : kCompConfigs) {
+    for (DType dt : kDTypes) {
+      for (int p = 1; p <= kMaxRanks; ++p) {
+        Case c = with_comp({}, k);
+        c.dtype = dt;
+        c.ranks = p;
+        c.kind = kKinds[i % 3];
+        c.bits = kMinBits + i % (kMaxBits - kMinBits + 1);
+        c.group = (i % 4 == 0) ? 1024 : 128;
+        check_case(c, {1, 3001, 20011}, 2, 3);
+        ++i;
+      }
+    }
+  }
+}
+
+// Backward calls: one exponent from every rank's max |x'|, the compensator outside the scaling;
+// magnitudes from 2^-40 to 2^40 so that k ranges far from 0.
+BOOST_AUTO_TEST_CASE(backward_scaling) {
+  if (!have_gpu()) return;
+  int i = 0;
+  for (const CompConfig& k : kCompConfigs) {
+    for (DType dt : kDTypes) {
+      for (float mag : {1.0f, 0x1p-40f, 0x1p+40f, 0x1p-12f}) {
+        if (dt == DType::kFloat16 && mag != 1.0f && mag != 0x1p-12f) continue;  // beyond fp16's range
+        Case c = with_comp({}, k);
+        c.dtype = dt;
+        c.direction = Direction::kBackward;
+        c.magnitude = mag;
+        c.ranks = 1 + i % kMaxRanks;
+        c.kind = kKinds[i % 3];
+        c.bits = kMinBits + (i * 3) % (kMaxBits - kMinBits + 1);
+        c.group = (i % 3 == 0) ? 256 : 64;
+        check_case(c, {2049, 9999}, 2, 3);
+        ++i;
+      }
+    }
+  }
+}
+
+// The exact path at its boundary (n == exact_max_count: exact; n - 1: quantized), forward and
+// backward, every compensator (bf16 forward rounds x', docs/numerics.md 4), with and without
+// non-finite terms.
+BOOST_AUTO_TEST_CASE(exact_path) {
+  if (!have_gpu()) return;
+  int i = 0;
+  for (const CompConfig& k : kCompConfigs) {
+    for (DType dt : kDTypes) {
+      for (Direction d : {Direction::kForward, Direction::kBackward}) {
+        for (bool specials : {false, true}) {
+          Case c = with_comp({}, k);
+          c.dtype = dt;
+          c.direction = d;
+          c.specials = specials;
+          c.ranks = 1 + (i * 5) % kMaxRanks;
+          c.group = (i % 2) ? 1024 : 32;
+          c.kind = kKinds[i % 3];
+          for (std::size_t n : {std::size_t{5003}, std::size_t{1}}) {
+            for (std::size_t threshold : {n, n - 1}) {
+              c.exact_max_count = threshold;
+              check_case(c, {n}, 1, 3);
+            }
+          }
+          ++i;
+        }
+      }
+    }
+  }
+}
+
+// NaN, +-Inf and values at the dtype's and at fp16's parameter limit: poisoned groups are NaN on
+// output (canonical), counted once, and reach the states as the reference has them.
+BOOST_AUTO_TEST_CASE(non_finite_and_fp16_limit) {
+  if (!have_gpu()) return;
+  int i = 0;
+  for (const CompConfig& k : kCompConfigs) {
+    for (DType dt : kDTypes) {
+      for (int bits : {2, 4, 8}) {
+        Case c = with_comp({}, k);
+        c.dtype = dt;
+        c.bits = bits;
+        c.specials = true;
+        c.ranks = 1 + (i * 3) % kMaxRanks;
+        c.kind = kKinds[i % 3];
+        c.group = (i % 2) ? 128 : 512;
+        c.direction = (i % 4 == 3) ? Direction::kBackward : Direction::kForward;
+        check_case(c, {30011}, 1, 3);
+        ++i;
+      }
+    }
+  }
+}
+
+// A pass alternating forward and backward calls: each direction keeps its own state.
+BOOST_AUTO_TEST_CASE(forward_and_backward_states_are_separate) {
+  if (!have_gpu()) return;
+  for (const CompConfig& k : kCompConfigs) {
+    Case c = with_comp({}, k);
+    c.ranks = 3;
+    c.dtype = DType::kBFloat16;
+    check_case(c, {5000}, 2, 6, true);
+  }
+}
+
+// Rows that start off the vector alignment (element shifts), and the output written over rank 0's
+// row of the input.
+BOOST_AUTO_TEST_CASE(in_place_and_unaligned) {
+  if (!have_gpu()) return;
+  int i = 0;
+  for (DType dt : kDTypes) {
+    for (std::size_t shift : {std::size_t{0}, std::size_t{1}, std::size_t{3}}) {
+      for (bool in_place : {false, true}) {
+        Case c = with_comp({}, kCompConfigs[i % kNumCompConfigs]);
+        c.dtype = dt;
+        c.shift = shift;
+        c.in_place = in_place;
+        c.ranks = 2 + i % 7;
+        c.direction = (i % 3 == 2) ? Direction::kBackward : Direction::kForward;
+        check_case(c, {4097, 4096}, 1, 3);
+        ++i;
+      }
+    }
+  }
+}
+
+// Large enough for many blocks at every group size and P = 4 and 8 (the speed configuration).
+BOOST_AUTO_TEST_CASE(larger_messages) {
+  if (!have_gpu()) return;
+  Case c = with_comp({}, kCompConfigs[1]);
+  c.ranks = 4;
+  check_case(c, {1 << 20}, 1, 3);
+  c = with_comp({}, kCompConfigs[2]);
+  c.ranks = 8;
+  c.group = 1024;
+  c.dtype = DType::kFloat16;
+  check_case(c, {(1 << 19) + 77}, 1, 2);
+}
+
+// A small sweep that reaches every block-level path (groups inside a warp and across warps, the
+// exact and the quantized kernels, backward max) for compute-sanitizer (scripts/emulate_gpu_check.sh).
+BOOST_AUTO_TEST_CASE(small_sweep_for_sanitizers) {
+  if (!have_gpu()) return;
+  int i = 0;
+  for (int group : {16, 256, 1024}) {
+    for (std::size_t exact : {std::size_t{0}, std::size_t{1} << 20}) {
+      for (int p : {3, 8}) {
+        Case c = with_comp({}, kCompConfigs[(i * 3 + 1) % kNumCompConfigs]);
+        c.group = group;
+        c.exact_max_count = exact;
+        c.ranks = p;
+        c.dtype = kDTypes[i % 3];
+        c.direction = i % 2 ? Direction::kBackward : Direction::kForward;
+        c.specials = i % 3 == 0;
+        check_case(c, {3001}, 1, 2);
+        ++i;
+      }
+    }
+  }
+}
+
+// A call captured once into a CUDA graph and replayed on fresh inputs gives the reference's bits
+// call after call (the state carried, no host synchronization inside the call).
+BOOST_AUTO_TEST_CASE(graph_replay) {
+  if (!have_gpu()) return;
+  for (Direction d : {Direction::kForward, Direction::kBackward}) {
+    Case c = with_comp({}, kCompConfigs[1]);
+    c.ranks = 4;
+    c.direction = d;
+    const std::size_t n = 10007;
+    Rig rig(c, n);
+    rig.reset();
+    TEST_CUDA(cudaStreamSynchronize(rig.stream));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    TEST_CUDA(cudaStreamBeginCapture(rig.stream, cudaStreamCaptureModeThreadLocal));
+    const Status captured = cuda::emulate_allreduce(rig.arguments(d), rig.stream);
+    TEST_CUDA(cudaStreamEndCapture(rig.stream, &graph));
+    TEST_OK(captured);
+    TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    std::vector<CompensatorState> states(c.ranks);
+    for (int call = 0; call < 4; ++call) {
+      std::vector<std::vector<float>> in(c.ranks), out_ref(c.ranks, std::vector<float>(n));
+      std::vector<const float*> ip(c.ranks);
+      std::vector<float*> op(c.ranks);
+      for (int r = 0; r < c.ranks; ++r) {
+        in[r] = make_part(c, n, 0, call, r);
+        ip[r] = in[r].data();
+        op[r] = out_ref[r].data();
+      }
+      AllReduceReport rep_ref, rep;
+      AllReduceSpec spec = rig.spec;
+      spec.direction = d;
+      TEST_OK(echo::allreduce(spec, c.ranks, n, ip.data(), op.data(), states.data(), nullptr, &rep_ref));
+      rig.upload(in);
+      rig.poison_outputs();
+      TEST_CUDA(cudaGraphLaunch(exec, rig.stream));
+      TEST_OK(cuda::emulate_read_report(rig.workspace, rig.stream, &rep));
+      const std::vector<float> out = rig.download_out();
+      std::size_t at = 0;
+      BOOST_REQUIRE_MESSAGE(bits_equal(out.data(), out_ref[0].data(), n, &at),
+                            std::string("graph replay ") + direction_name(d) + " call " + std::to_string(call) +
+                                ": output differs at " + std::to_string(at));
+      BOOST_CHECK_EQUAL(rep.scale_exponent, rep_ref.scale_exponent);
+      std::vector<float> m1(n), m2(n);
+      TEST_OK(cuda::emulate_download_state(rig.state[d == Direction::kBackward ? 1 : 0], spec, c.ranks, n, 3,
+                                           m1.data(), m2.data(), rig.stream));
+      BOOST_REQUIRE(bits_equal(m1.data(), states[3].m1.data(), n, &at));
+      BOOST_REQUIRE(bits_equal(m2.data(), states[3].m2.data(), n, &at));
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+}
+
+// Buffers that are not device memory of the current device are named (the GPU's own query).
+BOOST_AUTO_TEST_CASE(host_memory_is_refused) {
+  if (!have_gpu()) return;
+  std::vector<std::uint16_t> host(4000);
+  void* dev = nullptr;
+  void* ws = nullptr;
+  TEST_CUDA(cudaMalloc(&dev, 2000));
+  TEST_CUDA(cudaMalloc(&ws, cuda::emulate_workspace_bytes()));
+  cuda::EmulateArguments a;
+  a.ranks = 4;
+  a.count = 1000;
+  a.spec.compensator.mode = CompensatorMode::kOff;
+  a.parts = host.data();
+  a.out = dev;
+  a.workspace = ws;
+  const Status s = cuda::emulate_can_implement(a);
+  BOOST_CHECK_MESSAGE(!s.ok() && s.message().find("parts is not device memory") != std::string::npos, s.message());
+  cudaFree(dev);
+  cudaFree(ws);
+}

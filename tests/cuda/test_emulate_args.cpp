@@ -1,0 +1,87 @@
+// Argument checks of the one-GPU emulation (echo/cuda/emulate.h): bad arguments are refused with
+// a message naming what is wrong before any CUDA call, so these run without a GPU (the addresses
+// are never touched); and the state's size follows the compensator.
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "echo/allreduce.h"
+#include "echo/cuda/emulate.h"
+
+using namespace echo;
+
+BOOST_AUTO_TEST_CASE(arguments_are_checked) {
+  auto at = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
+  cuda::EmulateArguments good;
+  good.ranks = 4;
+  good.count = 1000;
+  good.parts = at(0x10000000);
+  good.out = at(0x20000000);
+  good.workspace = at(0x30000000);
+  good.spec.compensator.mode = CompensatorMode::kOff;
+  auto refused = [](const cuda::EmulateArguments& a, StatusCode code, const std::string& words) {
+    const Status s = cuda::emulate_allreduce(a, nullptr);
+    BOOST_CHECK_MESSAGE(!s.ok() && s.code() == code && s.message().find(words) != std::string::npos,
+                        "expected '" << words << "', got: " << s.message());
+  };
+  cuda::EmulateArguments a = good;
+  a.ranks = 0;
+  refused(a, StatusCode::kInvalidArgument, "ranks must be in [1, 8]");
+  a.ranks = 9;
+  refused(a, StatusCode::kInvalidArgument, "ranks must be in [1, 8]");
+  a = good;
+  a.count = 0;
+  refused(a, StatusCode::kInvalidArgument, "count must be >= 1");
+  a = good;
+  a.spec.quant.bits = 9;
+  refused(a, StatusCode::kInvalidArgument, "bits must be in [2, 8]");
+  a = good;
+  a.spec.quant.group = 100;
+  refused(a, StatusCode::kInvalidArgument, "group size");
+  a = good;
+  a.spec.algorithm = Algorithm::kRing;
+  refused(a, StatusCode::kUnsupported, "owner algorithm only");
+  a = good;
+  a.parts = nullptr;
+  refused(a, StatusCode::kInvalidArgument, "parts is null");
+  a = good;
+  a.out = nullptr;
+  refused(a, StatusCode::kInvalidArgument, "out is null");
+  a = good;
+  a.workspace = nullptr;
+  refused(a, StatusCode::kInvalidArgument, "workspace is null");
+  a = good;
+  a.out = at(0x20000001);
+  refused(a, StatusCode::kInvalidArgument, "out is not aligned");
+  a = good;
+  a.out = at(0x10000000 + 2 * 500);  // inside rank 0's row
+  refused(a, StatusCode::kInvalidArgument, "parts and out overlap");
+  a = good;
+  a.compensated = static_cast<float*>(at(0x10000000 + 2 * 3000));
+  refused(a, StatusCode::kInvalidArgument, "parts and compensated overlap");
+  a = good;
+  a.spec.compensator.mode = CompensatorMode::kDual;
+  refused(a, StatusCode::kInvalidArgument, "needs a state");
+  a.state = at(0x40000000);
+  a.state_bytes = cuda::emulate_state_bytes(a.spec, a.ranks, a.count) - 1;
+  refused(a, StatusCode::kInvalidArgument, "state holds");
+  a = good;
+  a.spec.compensator.eta = 2.0f;
+  a.spec.compensator.mode = CompensatorMode::kSingle;
+  refused(a, StatusCode::kInvalidArgument, "eta must be in [0, 1]");
+  // The state's size follows the compensator: none off, m1 alone single, m1 and m2 dual; bf16
+  // averages take half.
+  AllReduceSpec s;
+  s.compensator.mode = CompensatorMode::kOff;
+  BOOST_CHECK_EQUAL(cuda::emulate_state_bytes(s, 4, 1000), 0u);
+  s.compensator.mode = CompensatorMode::kSingle;
+  const std::size_t single = cuda::emulate_state_bytes(s, 4, 1000);
+  s.compensator.mode = CompensatorMode::kDual;
+  const std::size_t dual = cuda::emulate_state_bytes(s, 4, 1000);
+  s.compensator.state_dtype = DType::kBFloat16;
+  const std::size_t dual_bf16 = cuda::emulate_state_bytes(s, 4, 1000);
+  BOOST_CHECK_GE(single, 4u * 1000 * 4);
+  BOOST_CHECK_EQUAL(dual - single, single - 256);
+  BOOST_CHECK_EQUAL(dual - 256, 2 * (dual_bf16 - 256));
+}

@@ -39,7 +39,7 @@ BOOST_AUTO_TEST_CASE(image_in_memory_reads_as_the_file_does) {
   TraceReader from_image;
   const Status s = from_image.open_image(bytes.data(), bytes.size(), "image.h5");
   BOOST_TEST_REQUIRE(s.ok(), s.message());
-  BOOST_TEST(from_image.info().tokens == from_file.info().tokens);
+  BOOST_TEST(*from_image.info().tokens == *from_file.info().tokens);
   BOOST_TEST(from_image.info().site_kind == from_file.info().site_kind);
   const std::size_t n = static_cast<std::size_t>(from_file.info().ranks) * from_file.info().count;
   std::vector<float> a(n), b(n);

@@ -27,6 +27,8 @@ using Clock = std::chrono::steady_clock;
 // The child's report: "opened <declared bytes>\n" once the header is valid, then
 // "<status code>\n<message>" at the end.
 constexpr const char* kOpenedTag = "opened ";
+// Memory the child may take while it opens the file and reads the header.
+constexpr std::uint64_t kHeaderMemoryBytes = 1ull << 30;
 
 void write_all(int fd, const std::string& text) {
   std::size_t done = 0;
@@ -47,16 +49,18 @@ std::uint64_t declared_bytes(const TraceInfo& info) {
 }
 
 // Bounds the child's address space so that a size HDF5 takes from a damaged file fails to allocate
-// instead of taking the machine's memory.
-void limit_memory() {
-  std::uint64_t pages = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    unsigned long long vm = 0;
-    if (std::fscanf(f, "%llu", &vm) == 1) pages = vm;
-    std::fclose(f);
-  }
-  const std::uint64_t now = pages * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
-  const rlimit limit{now + trace_memory_budget(), now + trace_memory_budget()};
+// instead of taking the machine's memory: `soft` more than it uses now (raised later up to the
+// hard limit, trace_memory_budget() more).
+void limit_memory(std::uint64_t soft) {
+  static const std::uint64_t base = [] {
+    unsigned long long pages = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
+  }();
+  const rlimit limit{base + soft, base + trace_memory_budget()};
   setrlimit(RLIMIT_AS, &limit);
 }
 
@@ -67,11 +71,13 @@ void limit_memory() {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
   const rlimit no_core{0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
-  limit_memory();
+  // The header is small: a damaged string length there must not reach gigabytes of memset.
+  limit_memory(std::min(kHeaderMemoryBytes, trace_memory_budget()));
   TraceReader reader;
   Status status = reader.open(path);
   if (status.ok()) {
     write_all(fd, kOpenedTag + std::to_string(declared_bytes(reader.info())) + "\n");
+    limit_memory(trace_memory_budget());
     status = reader.read_all();
   }
   write_all(fd, std::to_string(static_cast<int>(status.code())) + "\n" + status.message());

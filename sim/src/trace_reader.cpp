@@ -77,13 +77,20 @@ Status check_declared_sizes(const std::string& path, const TraceInfo& info, std:
                                   " bytes; deflate compresses at most " + std::to_string(kMaxCompressionRatio) +
                                   ":1, so the data cannot all be there");
   }
+  // Held at once by a replay: one site's contributions and outputs, one pass of hidden states and
+  // the per-site rows of a pass.
   const auto per_site = product({ranks, info.count, kReplayBytesPerContribution});
-  const auto per_pass = product({info.sites + 1, info.count, sizeof(float)});
+  const auto hidden_pass = product({info.sites + 1, info.count, info.has_hidden_states ? sizeof(float) : 0});
+  const auto site_rows = product({info.sites + 1, kReplayBytesPerSite});
+  std::uint64_t working = 0;
+  const bool fits = per_site && hidden_pass && site_rows && !__builtin_add_overflow(*per_site, *hidden_pass, &working) &&
+                    !__builtin_add_overflow(working, *site_rows, &working);
   const std::uint64_t budget = trace_memory_budget();
-  if (!per_site || !per_pass || *per_site > budget || (info.has_hidden_states ? *per_pass : 0) > budget - *per_site) {
-    return format_error(path, "one site of " + shape + " needs " +
-                                  (per_site ? "about " + gib(*per_site) : std::string("more than 2^64 bytes")) +
-                                  " of working memory, more than the " + gib(budget) + " this machine can give it");
+  if (!fits || working > budget) {
+    return format_error(path, "replaying " + shape + " needs " +
+                                  (fits ? "about " + gib(working) : std::string("2^64 bytes or more")) +
+                                  " of working memory at once, more than the " + gib(budget) +
+                                  " this machine can give it");
   }
   return Status::Ok();
 }

@@ -59,6 +59,10 @@ def run_one(args, index, seed_path, data):
         code, stderr = None, e.stderr or b""
     seconds = time.monotonic() - start
     failed = code not in (0, 1, 2) or (code == 1 and command != "prove") or not stderr.isascii()
+    contained = b"HDF5 crashed" in stderr or b"did not finish within" in stderr
+    if contained and args.save_contained:
+        os.makedirs(args.save_contained, exist_ok=True)
+        shutil.copyfile(path, os.path.join(args.save_contained, f"mutant-{index}.h5"))
     # `prove` exits 1 when a theorem check fails on the (valid but altered) data, not a reader fault.
     if failed and args.keep:
         os.makedirs(args.keep, exist_ok=True)
@@ -90,6 +94,8 @@ def main():
     parser.add_argument("--commands", default="replay", help="comma-separated: replay,compare,prove")
     parser.add_argument("--keep", help="directory for the failing mutants and their messages")
     parser.add_argument("--work", default=None, help="directory for the temporary files")
+    parser.add_argument("--save-contained", help="directory for the mutants on which HDF5 crashed or "
+                        "hung in the child-process check (regression inputs)")
     args = parser.parse_args()
     args.commands = args.commands.split(",")
     args.echotk = os.path.abspath(args.echotk)

@@ -22,6 +22,8 @@ inline constexpr std::uint64_t kMaxCompressionRatio = 1032;
 // Bytes that replaying one contribution element holds at once (the float32 input, outputs, the
 // compensator's state and the float64 error rows, with room to spare): the per-site memory bound.
 inline constexpr std::uint64_t kReplayBytesPerContribution = 64;
+// ... and per site of a pass (the float64 norms and kernel rows replay and its metrics keep).
+inline constexpr std::uint64_t kReplayBytesPerSite = 64;
 
 // The memory one trace's working set may take: half of the machine's physical memory.
 std::uint64_t trace_memory_budget();

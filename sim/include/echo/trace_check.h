@@ -17,7 +17,9 @@ struct TraceCheckLimits {
 
 // Forks a child that opens `path` with TraceReader and reads every dataset (read_all) under a time
 // limit (open_seconds + declared bytes / min_read_bytes_per_second) and an address-space limit
-// (trace_memory_budget() more than it starts with), and returns its Status. A child killed by a
+// (1 GiB more than it starts with for the header, trace_memory_budget() more for the data), and
+// returns its Status. The child runs no OpenMP region (a pool the parent started would not exist
+// in it). A child killed by a
 // signal, ended otherwise, or past its time becomes kFormatError naming the file. The file is
 // read twice in all; docs/trace-format.md gives the cost.
 Status check_trace_in_child(const std::string& path, const TraceCheckLimits& limits = {});

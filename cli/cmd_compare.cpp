@@ -128,7 +128,7 @@ void run_compare(const CompareArgs& args) {
   } else {
     refuse_output_over_input(name, args.trace, args.json, "--json");
     TraceReader trace;
-    check(name, trace.open(args.trace));
+    open_trace(name, args.trace, &trace);
     const TraceInfo& t = trace.info();
     source = args.trace;
     std::printf("trace %s: %zu passes x %zu sites, P = %d, n = %zu, %s; %d-bit, group %d, %s compensator state\n",

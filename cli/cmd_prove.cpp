@@ -21,7 +21,7 @@ void run_prove(const ProveArgs& args) {
   // checks (trace_checks.cpp).
   for (const std::string& t : args.traces) {
     TraceReader reader;
-    check("prove", reader.open(t));
+    open_trace("prove", t, &reader);
   }
   proofs::ProveOptions options;
   options.traces = args.traces;

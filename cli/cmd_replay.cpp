@@ -64,7 +64,7 @@ void run_replay(const ReplayArgs& args) {
   const std::string name = "replay";
   refuse_output_over_input(name, args.trace, args.out, "--out");
   TraceReader trace;
-  check(name, trace.open(args.trace));
+  open_trace(name, args.trace, &trace);
   ReplayOptions options;
   options.spec = args.spec.to_spec();
   options.save_outputs = args.save_outputs;

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "echo/status.h"
+#include "echo/trace.h"
 
 namespace echo::cli {
 
@@ -29,6 +30,11 @@ void refuse_output_over_input(const std::string& command, const std::string& inp
 void check_output_target(const std::string& command, const std::string& output, const std::string& output_flag);
 // fail() with exit 2 unless `path` (an input named by `flag`) is an existing regular file.
 void check_input_file(const std::string& command, const std::string& path, const std::string& flag);
+
+// Opens a trace named on the command line: read whole in a child process first
+// (check_trace_in_child), so that a crash or hang inside HDF5 on a damaged file becomes exit 2
+// with a message naming the file, then opened here; fail() with the reason otherwise.
+void open_trace(const std::string& command, const std::string& path, TraceReader* reader);
 
 void register_replay(CLI::App& app);
 void register_quantize(CLI::App& app);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "echo/trace_check.h"
 
 namespace echo::cli {
 
@@ -26,6 +27,11 @@ int exit_code_for(const Status& status) {
 
 void check(const std::string& command, const Status& status) {
   if (!status.ok()) fail(command, exit_code_for(status), status.message());
+}
+
+void open_trace(const std::string& command, const std::string& path, TraceReader* reader) {
+  check(command, check_trace_in_child(path));
+  check(command, reader->open(path));
 }
 
 void refuse_output_over_input(const std::string& command, const std::string& input, const std::string& output,

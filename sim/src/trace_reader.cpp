@@ -1,12 +1,20 @@
 // Validating reader of the trace format (docs/trace-format.md).
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <initializer_list>
+#include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "echo/trace.h"
 #include "echo/hdf5_util.h"
+#include "echo/printable.h"
+#include "echo/trace.h"
 
 namespace echo {
 
@@ -35,13 +43,87 @@ Status require_float_dataset(const H5::DataSet& dataset, const std::string& path
   return Status::Ok();
 }
 
+// The product of the factors, or nullopt when it does not fit in 64 bits.
+std::optional<std::uint64_t> product(std::initializer_list<std::uint64_t> factors) {
+  std::uint64_t out = 1;
+  for (std::uint64_t f : factors) {
+    if (__builtin_mul_overflow(out, f, &out)) return std::nullopt;
+  }
+  return out;
+}
+
+std::string gib(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g GiB", static_cast<double>(bytes) / (1ull << 30));
+  return text;
+}
+
+// Declared shapes against what the file can hold and what the machine can hold at once, checked
+// before anything of that size is allocated or read.
+Status check_declared_sizes(const std::string& path, const TraceInfo& info, std::uint64_t file_bytes) {
+  const std::uint64_t ranks = static_cast<std::uint64_t>(info.ranks);
+  const std::string shape = "[passes, sites, ranks, n] = [" + std::to_string(info.passes) + ", " +
+                            std::to_string(info.sites) + ", " + std::to_string(ranks) + ", " +
+                            std::to_string(info.count) + "]";
+  const auto contributions = product({info.passes, info.sites, ranks, info.count, sizeof(float)});
+  const auto hidden = product({info.passes, info.sites + 1, info.count, sizeof(float)});
+  std::uint64_t declared = 0;
+  const bool representable = contributions && hidden &&
+                             !__builtin_add_overflow(*contributions, info.has_hidden_states ? *hidden : 0, &declared);
+  if (!representable || (file_bytes > 0 && declared / kMaxCompressionRatio > file_bytes)) {
+    return format_error(path, "the datasets declare " +
+                                  (representable ? std::to_string(declared) + " bytes" : std::string("2^64 bytes or more")) +
+                                  " of float32 data (" + shape + ") but the file has " + std::to_string(file_bytes) +
+                                  " bytes; deflate compresses at most " + std::to_string(kMaxCompressionRatio) +
+                                  ":1, so the data cannot all be there");
+  }
+  // Held at once by a replay: one site's contributions and outputs, one pass of hidden states and
+  // the per-site rows of a pass.
+  const auto per_site = product({ranks, info.count, kReplayBytesPerContribution});
+  const auto hidden_pass = product({info.sites + 1, info.count, info.has_hidden_states ? sizeof(float) : 0});
+  const auto site_rows = product({info.sites + 1, kReplayBytesPerSite});
+  std::uint64_t working = 0;
+  const bool fits = per_site && hidden_pass && site_rows && !__builtin_add_overflow(*per_site, *hidden_pass, &working) &&
+                    !__builtin_add_overflow(working, *site_rows, &working);
+  const std::uint64_t budget = trace_memory_budget();
+  if (!fits || working > budget) {
+    return format_error(path, "replaying " + shape + " needs " +
+                                  (fits ? "about " + gib(working) : std::string("2^64 bytes or more")) +
+                                  " of working memory at once, more than the " + gib(budget) +
+                                  " this machine can give it");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::uint64_t trace_memory_budget() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return 1ull << 32;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size) / 2;
+}
 
 Status TraceReader::open(const std::string& path) {
   path_ = path;
   info_ = TraceInfo{};
   auto impl = std::make_unique<Impl>();
   if (Status s = h5::open_read(path, &impl->file); !s.ok()) return s;
+  std::error_code ec;
+  const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
+  return read_header(std::move(impl), ec ? 0 : bytes);
+}
+
+Status TraceReader::open_image(const void* data, std::size_t size, const std::string& name) {
+  path_ = name;
+  info_ = TraceInfo{};
+  auto impl = std::make_unique<Impl>();
+  if (Status s = h5::open_read_image(data, size, name, &impl->file); !s.ok()) return s;
+  return read_header(std::move(impl), size);
+}
+
+Status TraceReader::read_header(std::unique_ptr<Impl> impl, std::uint64_t file_bytes) {
+  const std::string& path = path_;
   try {
     std::optional<std::string> text;
     std::optional<std::int64_t> number;
@@ -49,7 +131,7 @@ Status TraceReader::open(const std::string& path) {
     if (Status s = h5::read_string_attribute(impl->file, path, "format", &text); !s.ok()) return s;
     if (!text) return format_error(path, "root attribute 'format' is missing (not an echo trace)");
     if (*text != kTraceFormatName) {
-      return format_error(path, "root attribute 'format' is '" + *text + "', expected 'echo-trace'");
+      return format_error(path, "root attribute 'format' is '" + printable(*text) + "', expected 'echo-trace'");
     }
     if (Status s = h5::read_int_attribute(impl->file, path, "version", &number); !s.ok()) return s;
     if (!number) return format_error(path, "root attribute 'version' is missing");
@@ -69,7 +151,8 @@ Status TraceReader::open(const std::string& path) {
     } else if (*text == "backward") {
       info_.direction = Direction::kBackward;
     } else {
-      return format_error(path, "root attribute 'direction' is '" + *text + "', expected 'forward' or 'backward'");
+      return format_error(path, "root attribute 'direction' is '" + printable(*text) +
+                                    "', expected 'forward' or 'backward'");
     }
 
     std::vector<hsize_t> dims;
@@ -93,7 +176,7 @@ Status TraceReader::open(const std::string& path) {
     if (!text) return format_error(path, "dataset '/contributions' has no 'dtype' attribute");
     const std::optional<DType> dtype = parse_dtype(*text);
     if (!dtype || *text != dtype_name(*dtype)) {
-      return format_error(path, "attribute '/contributions/dtype' is '" + *text +
+      return format_error(path, "attribute '/contributions/dtype' is '" + printable(*text) +
                                     "', expected 'float32', 'bfloat16' or 'float16'");
     }
     info_.dtype = *dtype;
@@ -109,6 +192,7 @@ Status TraceReader::open(const std::string& path) {
       }
       info_.has_hidden_states = true;
     }
+    if (Status s = check_declared_sizes(path, info_, file_bytes); !s.ok()) return s;
     if (impl->file.nameExists("/site_kind")) {
       H5::DataSet kinds;
       if (Status s = h5::dataset_shape(impl->file, path, "/site_kind", &kinds, &dims); !s.ok()) return s;
@@ -145,7 +229,9 @@ Status TraceReader::open(const std::string& path) {
     if (Status s = h5::read_string_attribute(impl->file, path, "source", &text); !s.ok()) return s;
     info_.source = text.value_or("");
   } catch (const H5::Exception& e) {
-    return format_error(path, "unreadable (" + e.getDetailMsg() + ")");
+    return format_error(path, "unreadable (" + printable(e.getDetailMsg()) + ")");
+  } catch (const std::bad_alloc&) {
+    return format_error(path, "reading the header needs more memory than is available");
   }
   impl_ = std::move(impl);
   return Status::Ok();
@@ -181,7 +267,7 @@ Status TraceReader::read_site(std::size_t pass, std::size_t site, float* out) co
                    H5::PredType::NATIVE_FLOAT, out);
   } catch (const H5::Exception& e) {
     return Status(StatusCode::kIoError, path_ + ": reading '/contributions' at pass " + std::to_string(pass) +
-                                            " site " + std::to_string(site) + " failed (" + e.getDetailMsg() + ")");
+                                            " site " + std::to_string(site) + " failed (" + printable(e.getDetailMsg()) + ")");
   }
   return Status::Ok();
 }
@@ -197,7 +283,26 @@ Status TraceReader::read_hidden_states(std::size_t pass, float* out) const {
     h5::read_block(impl_->hidden_states, {pass, 0, 0}, {1, info_.sites + 1, info_.count},
                    H5::PredType::NATIVE_FLOAT, out);
   } catch (const H5::Exception& e) {
-    return Status(StatusCode::kIoError, path_ + ": reading '/hidden_states' failed (" + e.getDetailMsg() + ")");
+    return Status(StatusCode::kIoError, path_ + ": reading '/hidden_states' failed (" + printable(e.getDetailMsg()) + ")");
+  }
+  return Status::Ok();
+}
+
+Status TraceReader::read_all() const {
+  if (!impl_) return Status(StatusCode::kInvalidArgument, "trace is not open");
+  try {
+    std::vector<float> site(static_cast<std::size_t>(info_.ranks) * info_.count);
+    std::vector<float> hidden(info_.has_hidden_states ? (info_.sites + 1) * info_.count : 0);
+    for (std::size_t pass = 0; pass < info_.passes; ++pass) {
+      if (info_.has_hidden_states) {
+        if (Status s = read_hidden_states(pass, hidden.data()); !s.ok()) return s;
+      }
+      for (std::size_t k = 0; k < info_.sites; ++k) {
+        if (Status s = read_site(pass, k, site.data()); !s.ok()) return s;
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kFormatError, path_ + ": reading the data needs more memory than is available");
   }
   return Status::Ok();
 }

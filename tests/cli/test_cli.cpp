@@ -23,6 +23,19 @@ using echo::test::Run;
 using echo::test::run_echotk;
 using echo::test::TempDir;
 
+namespace {
+
+// Printable ASCII and line ends only: what a message may send to a terminal.
+bool printable_text(const std::string& text) {
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte != '\n' && (byte < 0x20 || byte >= 0x7f)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_SUITE(cli)
 
 BOOST_AUTO_TEST_CASE(every_subcommand_has_help) {
@@ -153,6 +166,8 @@ BOOST_AUTO_TEST_CASE(bad_traces_are_refused_with_a_named_reason) {
       {"bad_site_kind.h5", "'/site_kind' holds 300 at index 1"},
       {"bad_hidden_states_shape.h5", "must have shape [passes, sites + 1, n] = [2, 4, 300]"},
       {"bad_ranks_range.h5", "'ranks' is 9, must be in [1, 8]"},
+      {"bad_declared_size.h5", "declare 16000000000000 bytes of float32 data"},
+      {"bad_format_bytes.h5", "'format' is 'echo\\x1b[31m-trace\\xff'"},
       {"does_not_exist.h5", "cannot read the file"}};
   for (const auto& [name, words] : cases) {
     TempDir dir;
@@ -161,6 +176,33 @@ BOOST_AUTO_TEST_CASE(bad_traces_are_refused_with_a_named_reason) {
     BOOST_TEST(r.exit_code == 2, name << ": " << r.output);
     BOOST_TEST(r.output.find(words) != std::string::npos, name << ": " << r.output);
     BOOST_TEST(r.output.find(name) != std::string::npos, name << " is not named: " << r.output);
+    BOOST_TEST(printable_text(r.output), name << ": unprintable bytes in " << r.output);
+    BOOST_TEST(dir.entries() == 0u, name << ": a file was left behind");
+  }
+}
+
+// Files on which HDF5 itself crashes or loops (found by randomly changing bytes of valid traces,
+// tests/data/mutate_traces.py): every command that reads a trace refuses them with exit 2, naming
+// the file, because it reads the file in a child process first.
+BOOST_AUTO_TEST_CASE(damaged_traces_are_refused_by_every_command) {
+  const std::pair<const char*, const char*> cases[] = {
+      // A variable-length string attribute whose global-heap reference is damaged: H5HG_read
+      // copies (size_t)-1 bytes under H5Aread.
+      {"damaged_vlen_heap.h5", "HDF5 crashed reading it (signal 11"},
+      // A variable-length string whose length is damaged: HDF5 allocates and clears that many
+      // bytes (minutes); the check's 1 GiB header memory limit makes the allocation fail.
+      {"damaged_vlen_length.h5", "attribute 'format' cannot be read (damaged string storage)"}};
+  for (const auto& [name, words] : cases) {
+    const std::string trace = data_path(std::string("tests/data/") + name);
+    TempDir dir;
+    for (const std::string& command : {"replay " + trace + " --out " + dir.file("out.h5") + " --quiet",
+                                       "compare " + trace, "prove --trace " + trace}) {
+      const Run r = run_echotk(command);
+      BOOST_TEST(r.exit_code == 2, command << ": " << r.output);
+      BOOST_TEST(r.output.find(words) != std::string::npos, command << ": " << r.output);
+      BOOST_TEST(r.output.find(name) != std::string::npos, command << ": the file is not named: " << r.output);
+      BOOST_TEST(printable_text(r.output), command << ": unprintable bytes in " << r.output);
+    }
     BOOST_TEST(dir.entries() == 0u, name << ": a file was left behind");
   }
 }

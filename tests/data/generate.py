@@ -14,13 +14,15 @@ import numpy as np
 
 
 def trace(path, passes=2, sites=3, ranks=4, n=300, dtype="bfloat16", attrs=None, data=None,
-          contributions_dtype=np.float32, shape=None, fixed_strings=False, drop=(), extra=None):
+          contributions_dtype=np.float32, shape=None, fixed_strings=False, drop=(), extra=None,
+          layout=None, direction_backward=False):
     rng = np.random.default_rng(7)
     x = data if data is not None else rng.standard_normal((passes, sites, ranks, n)).astype(np.float32)
     if shape is not None:
         x = x.reshape(shape)
     with h5py.File(path, "w") as f:
-        base = {"format": "echo-trace", "version": 1, "ranks": ranks, "direction": "forward"}
+        base = {"format": "echo-trace", "version": 1, "ranks": ranks,
+                "direction": "backward" if direction_backward else "forward"}
         base.update(attrs or {})
         for key, value in base.items():
             if key in drop:
@@ -29,11 +31,22 @@ def trace(path, passes=2, sites=3, ranks=4, n=300, dtype="bfloat16", attrs=None,
                 value = np.bytes_(value)
             f.attrs[key] = value
         if "contributions" not in drop:
-            d = f.create_dataset("contributions", data=x.astype(contributions_dtype))
+            d = f.create_dataset("contributions", data=x.astype(contributions_dtype), **(layout or {}))
             if "dtype" not in drop:
                 d.attrs["dtype"] = np.bytes_(dtype) if fixed_strings else dtype
         for name, value in (extra or {}).items():
             f.create_dataset(name, data=value)
+
+
+def declared_only(path, shape):
+    """A header whose /contributions declares `shape` with no data written (no chunk allocated)."""
+    with h5py.File(path, "w") as f:
+        for key, value in {"format": "echo-trace", "version": 1, "ranks": shape[2],
+                           "direction": "forward"}.items():
+            f.attrs[key] = value
+        d = f.create_dataset("contributions", shape=shape, dtype=np.float32,
+                             chunks=(1, 1, shape[2], 1000))
+        d.attrs["dtype"] = "float32"
 
 
 def main():
@@ -61,6 +74,21 @@ def main():
     trace(p("bad_hidden_states_shape.h5"),
           extra={"hidden_states": np.zeros((2, 3, 300), dtype=np.float32)})
     trace(p("bad_ranks_range.h5"), ranks=9)
+    declared_only(p("bad_declared_size.h5"), (1000, 1000, 4, 1000000))
+    # Bytes a terminal would act on, in a fixed-length string (messages must print them escaped).
+    trace(p("bad_format_bytes.h5"), attrs={"format": np.bytes_(b"echo\x1b[31m-trace\xff")})
+    # Small traces of every storage the reader meets (seeds of the fuzzer and of mutate_traces.py):
+    # chunked with gzip and shuffle as TraceWriter writes, every optional attribute and dataset,
+    # fixed-length strings with a chunked layout, and a tiny contiguous one.
+    kinds = np.array([0, 1, 0], dtype=np.int8)
+    hidden = np.random.default_rng(5).standard_normal((2, 4, 60)).astype(np.float32)
+    trace(p("good_chunked_gzip.h5"), n=60, layout={"chunks": (1, 1, 4, 60), "compression": "gzip",
+                                                    "shuffle": True},
+          attrs={"tokens": 3, "hidden": 20, "model": "fixture", "source": "tests/data/generate.py"},
+          extra={"site_kind": kinds, "hidden_states": hidden})
+    trace(p("good_fixed_chunked.h5"), n=60, fixed_strings=True, dtype="float32",
+          layout={"chunks": (1, 3, 4, 20)}, attrs={"model": "fixture"})
+    trace(p("good_tiny.h5"), passes=1, sites=2, ranks=2, n=8, direction_backward=True)
 
 
 if __name__ == "__main__":

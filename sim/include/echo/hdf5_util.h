@@ -4,6 +4,7 @@
 
 #include <H5Cpp.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,9 +17,16 @@ namespace echo::h5 {
 // Turns HDF5's own error printing off once per process; our messages replace it.
 void silence_library_errors();
 
-Status open_read(const std::string& path, H5::H5File* file);
+// Longest string attribute read (the trace's are a few words; a longer one is a damaged file).
+inline constexpr std::size_t kMaxStringAttributeBytes = 1 << 16;
 
-// Attribute readers: nullopt when absent; a Status error when present but of the wrong kind.
+Status open_read(const std::string& path, H5::H5File* file);
+// Opens an HDF5 file image held in memory (read only); `name` labels it in messages.
+Status open_read_image(const void* data, std::size_t size, const std::string& name, H5::H5File* file);
+
+// Attribute readers: nullopt when absent; a Status error when present but of the wrong kind, not a
+// single value, or longer than kMaxStringAttributeBytes. They use the C API, each step checked, and
+// read fixed-length strings into a buffer of exactly the declared (bounded) size.
 Status read_string_attribute(const H5::H5Object& object, const std::string& file,
                              const std::string& name, std::optional<std::string>* value);
 Status read_int_attribute(const H5::H5Object& object, const std::string& file,

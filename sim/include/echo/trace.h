@@ -16,6 +16,17 @@ namespace echo {
 
 inline constexpr const char* kTraceFormatName = "echo-trace";
 inline constexpr int kTraceFormatVersion = 1;
+// Deflate's largest ratio of data to compressed bytes (about 1032:1): a file cannot hold more
+// float32 data than this many times its size, so datasets declaring more are refused at open.
+inline constexpr std::uint64_t kMaxCompressionRatio = 1032;
+// Bytes that replaying one contribution element holds at once (the float32 input, outputs, the
+// compensator's state and the float64 error rows, with room to spare): the per-site memory bound.
+inline constexpr std::uint64_t kReplayBytesPerContribution = 64;
+// ... and per site of a pass (the float64 norms and kernel rows replay and its metrics keep).
+inline constexpr std::uint64_t kReplayBytesPerSite = 64;
+
+// The memory one trace's working set may take: half of the machine's physical memory.
+std::uint64_t trace_memory_budget();
 
 enum class SiteKind : std::int8_t { kAttention = 0, kMlp = 1 };
 
@@ -41,8 +52,14 @@ class TraceReader {
   TraceReader(TraceReader&&) noexcept;
   TraceReader& operator=(TraceReader&&) noexcept;
 
-  // Opens and validates the file's attributes and dataset shapes; messages name the file and field.
+  // Opens and validates the file's attributes and dataset shapes; messages name the file and field
+  // and print bytes from the file escaped. Shapes that need more bytes than the file can hold
+  // (kMaxCompressionRatio) or more memory per site than trace_memory_budget() are refused.
+  // HDF5 itself may still crash or hang on a malformed file: check_trace_in_child
+  // (trace_check.h) first, where the file is not trusted.
   Status open(const std::string& path);
+  // The same from an HDF5 file image in memory (copied); `name` stands for the path in messages.
+  Status open_image(const void* data, std::size_t size, const std::string& name);
   const TraceInfo& info() const { return info_; }
   const std::string& path() const { return path_; }
 
@@ -53,9 +70,13 @@ class TraceReader {
   Status find_nonfinite(std::size_t pass, std::size_t site, const float* contributions, DType dtype) const;
   // hidden states of one pass: out[(sites + 1) * count].
   Status read_hidden_states(std::size_t pass, float* out) const;
+  // Reads every site of every pass and every pass's hidden states, keeping nothing: the whole
+  // file goes through the same reads a replay makes.
+  Status read_all() const;
 
  private:
   struct Impl;
+  Status read_header(std::unique_ptr<Impl> impl, std::uint64_t file_bytes);
   std::unique_ptr<Impl> impl_;
   TraceInfo info_;
   std::string path_;

@@ -124,7 +124,7 @@ void run_verify(const VerifyArgs& args) {
   check_input_file(name, args.trace, "TRACE");
   check_input_file(name, args.outputs, "OUTPUTS");
   TraceReader trace;
-  check(name, trace.open(args.trace));
+  open_trace(name, args.trace, &trace);
   VerifyOptions options;
   options.spec = args.spec.to_spec();
   if (!args.dtype.empty()) options.dtype_override = parse_dtype(args.dtype);

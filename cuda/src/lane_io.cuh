@@ -217,7 +217,7 @@ struct PackedCodes {
   }
   // float(q) of every code, exactly: a byte permute builds the float 2^23 + q, one subtraction
   // removes 2^23 (the same values as get(k) converted, for every word: all 2^32 words of both
-  // widths, tests/cuda/test_numerics_intrinsics.cu; pack() is checked there against set()).
+  // widths, tests/cuda/test_numerics_intrinsics.cpp; pack() is checked there against set()).
   __device__ __forceinline__ void code_values(float (&q)[E]) const {
 #pragma unroll
     for (int i = 0; i < kWords; ++i) {

@@ -2,7 +2,7 @@
 // echo/numerics/*.h, written once for host and device and used here by the same names; this file
 // adds what only the device has: NaN-propagating min/max and byte permutes, lane-wide NaN tests,
 // and the element types' load/store with the conversion instructions that are proven to give the
-// shared functions' bits (tests/cuda/test_numerics_intrinsics.cu). Every operation is one
+// shared functions' bits (tests/cuda/test_numerics_intrinsics.cpp). Every operation is one
 // correctly rounded binary32 operation in the order the contract writes it (no contraction: the
 // library is built with -fmad=false and the shared functions use the __f*_rn intrinsics).
 #pragma once
@@ -82,7 +82,7 @@ __device__ __forceinline__ void canonicalize_lane(float (&v)[E]) {
 template <DType D> struct Elem;
 // store_not_nan / store_pair_not_nan: the conversion instructions (cvt.rn.bf16.f32, cvt.rn.f16.f32
 // and their x2 forms), for values known not to be NaN. They give the bits of float_to_bf16_bits and
-// finite_to_half_bits for every non-NaN input (all 2^32, tests/cuda/test_numerics_intrinsics.cu).
+// finite_to_half_bits for every non-NaN input (all 2^32, tests/cuda/test_numerics_intrinsics.cpp).
 template <> struct Elem<DType::kFloat32> {
   using T = float;
   static __device__ __forceinline__ float load(T v) { return v; }

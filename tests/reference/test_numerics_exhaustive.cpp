@@ -1,6 +1,6 @@
 // The portable conversions of echo/numerics/dtype_rounding.h against Eigen's half and bfloat16 (an
 // independent implementation, the one the reference used before), over every input: all 2^32
-// floats, all 2^16 half patterns. Together with tests/cuda/test_numerics_intrinsics.cu (the device's
+// floats, all 2^16 half patterns. Together with tests/cuda/test_numerics_intrinsics.cpp (the device's
 // conversion instructions against the same portable functions) this proves host and device round
 // alike.
 #include <boost/test/unit_test.hpp>

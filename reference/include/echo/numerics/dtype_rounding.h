@@ -3,7 +3,7 @@
 //
 // portable:: holds the definitions, in integer and binary32 operations that mean the same on host
 // and device. On the device the functions outside portable:: use a conversion instruction where
-// one is proven to give the same bits (tests/cuda/test_numerics_intrinsics.cu compares them over
+// one is proven to give the same bits (tests/cuda/test_numerics_intrinsics.cpp compares them over
 // every input); on the host they are the portable definitions (tests/reference/
 // test_numerics_exhaustive.cpp compares those with Eigen's conversions over every input).
 #pragma once
@@ -91,7 +91,7 @@ ECHO_HOST_DEVICE std::uint16_t float_to_half_bits_up(float v) {
 
 // ---- binary16 --------------------------------------------------------------------------------
 // Round to nearest even of v known not to be NaN. Device: cvt.rn.f16.f32, the same bits for
-// every non-NaN input (tests/cuda/test_numerics_intrinsics.cu, all 2^32 inputs).
+// every non-NaN input (tests/cuda/test_numerics_intrinsics.cpp, all 2^32 inputs).
 ECHO_HOST_DEVICE std::uint16_t finite_to_half_bits(float v) {
 #ifdef __CUDA_ARCH__
   return __half_as_ushort(__float2half_rn(v));
@@ -107,7 +107,7 @@ ECHO_HOST_DEVICE std::uint16_t float_to_half_bits(float v) {
 }
 
 // Exact for every value but NaN. Device: cvt.f32.f16, the same bits for every non-NaN pattern (all
-// 2^16, tests/cuda/test_numerics_intrinsics.cu); a NaN may come back with another payload, which
+// 2^16, tests/cuda/test_numerics_intrinsics.cpp); a NaN may come back with another payload, which
 // is canonical wherever it is stored.
 ECHO_HOST_DEVICE float half_bits_to_float(std::uint16_t h) {
 #ifdef __CUDA_ARCH__
@@ -122,7 +122,7 @@ ECHO_HOST_DEVICE float round_to_half(float v) { return half_bits_to_float(float_
 
 // The smallest binary16 value >= v, for v >= 0 and not NaN (+Inf past 65504): the quantizer
 // scale's rounding (docs/numerics.md 2.2 step 3). Device: cvt.ru.f16.f32, the same bits for every
-// v >= 0 (all 2^31 non-negative inputs up to +Inf, tests/cuda/test_numerics_intrinsics.cu).
+// v >= 0 (all 2^31 non-negative inputs up to +Inf, tests/cuda/test_numerics_intrinsics.cpp).
 ECHO_HOST_DEVICE std::uint16_t nonnegative_to_half_bits_up(float v) {
 #ifdef __CUDA_ARCH__
   return __half_as_ushort(__float2half_ru(v));

@@ -67,5 +67,5 @@ def load_model(path: str, device="cpu", dtype=torch.float32):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such model file (scripts/setup_model.sh fetches SmolLM2)")
     model = AutoModelForCausalLM.from_pretrained(os.path.dirname(os.path.abspath(path)),
-                                                 gguf_file=os.path.basename(path), torch_dtype=dtype)
+                                                 gguf_file=os.path.basename(path), dtype=dtype)
     return model.to(device).eval()

@@ -61,18 +61,21 @@ def _check_parts(parts: torch.Tensor, ranks: int, dtype: str, device: torch.devi
         parts = parts.view(want)
     if parts.dtype != want:
         raise ValueError(f"parts has dtype {parts.dtype} but the spec's dtype is {dtype} ({want})")
-    if parts.device.type != device.type or (
-            device.index is not None and parts.device.index != device.index):
+    if parts.device.type != device.type or (device.index is not None and parts.device.index != device.index):
         raise ValueError(f"parts is on {parts.device} but this all-reduce runs on {device}")
     if not parts.is_contiguous():
         raise ValueError(f"parts (shape {list(parts.shape)}) is not contiguous; pass parts.contiguous()")
     return parts
 
 
-def _device(device) -> torch.device:
+def _device(device, need_cuda_build: bool = True) -> torch.device:
     device = torch.device(device)
     if device.type == "cuda":
-        ops._require_cuda_build()
+        if need_cuda_build:
+            ops._require_cuda_build()
+        if device.index is None and torch.cuda.is_available():
+            # "cuda" means the current GPU: a tensor on another one is refused, not moved.
+            device = torch.device("cuda", torch.cuda.current_device())
     elif device.type != "cpu":
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device}")
     return device
@@ -152,9 +155,7 @@ class ExactAllReduce:
         self.ranks = ranks
         self.dtype = spec.dtype
         # The exact sum needs no CUDA build: on a GPU it runs as torch arithmetic (ops.py).
-        self.device = torch.device(device)
-        if self.device.type not in ("cpu", "cuda"):
-            raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device}")
+        self.device = _device(device, need_cuda_build=False)
         self._report = None
 
     def reset(self):

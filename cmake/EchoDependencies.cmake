@@ -1,6 +1,9 @@
 # Third-party dependencies, all from distribution packages (scripts/install_deps.sh).
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+if(ECHO_PYTHON_ONLY)
+  return()  # the reference library needs only Eigen and OpenMP
+endif()
 find_package(HDF5 REQUIRED COMPONENTS C CXX)
 
 # HDF5's find module gives variables; one interface target keeps the users simple.

@@ -1,0 +1,16 @@
+"""echotk: the Echo all-reduce (error-compensated low-bit tensor-parallel all-reduce) in PyTorch.
+
+    spec = echotk.Spec(bits=4)                      # defaults as `echotk replay`
+    ar = echotk.AllReduce(ranks=4, spec=spec)       # device="cpu": the bit-exact C++ reference
+    out = ar(parts)                                 # parts [P, n] of the spec's dtype -> [n]
+    model = echotk.tensor_parallel(model, ranks=4, allreduce=ar)
+
+docs/python.md describes the API.
+"""
+from ._spec import Spec
+from ._allreduce import AllReduce, AllReduceReport, ExactAllReduce
+from .tensor_parallel import tensor_parallel
+from .capture import capture
+
+__version__ = "0.1.0"
+__all__ = ["Spec", "AllReduce", "AllReduceReport", "ExactAllReduce", "tensor_parallel", "capture"]

@@ -1,0 +1,184 @@
+"""echotk.AllReduce (Echo, compensated) and echotk.ExactAllReduce (fp32 sum in rank order)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+import torch
+
+from . import ops
+from ._spec import Spec
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DIRECTIONS = ("forward", "backward")
+
+
+@dataclasses.dataclass(frozen=True)
+class AllReduceReport:
+    """What one call did. The norms are those of `echotk replay` (sim/src/replay.cpp), in float64
+    over ranks in order, with y the result, x the contributions and x' = x + c (compensated)."""
+
+    direction: str
+    poisoned_groups: int    # groups whose output is NaN (non-finite input or overflow)
+    scale_exponent: int     # backward calls: the shared power-of-two exponent k
+    exact_path: bool        # the small-message exact path ran
+    nonfinite_inputs: int   # NaN/Inf elements among the contributions
+    injected_error: float   # ||delta|| = ||y - sum_i x'_i||
+    net_error: float        # ||rho|| = ||y - sum_i x_i||
+    correction_norm: float  # ||C|| = ||sum_i (x'_i - x_i)||
+    sum_norm: float         # ||sum_i x_i||
+
+    @property
+    def relative_error(self) -> float:
+        """||rho|| / ||sum_i x_i|| (0 when the sum is 0)."""
+        return self.net_error / self.sum_norm if self.sum_norm > 0 else 0.0
+
+    @staticmethod
+    def from_tensor(direction: str, values: torch.Tensor) -> "AllReduceReport":
+        v = values.detach().cpu().tolist()
+        return AllReduceReport(direction, int(v[0]), int(v[1]), bool(v[2]), int(v[3]), v[4], v[5],
+                               v[6], v[7])
+
+
+def _as_tensor(parts) -> torch.Tensor:
+    if isinstance(parts, np.ndarray):
+        return torch.from_numpy(parts)
+    if not isinstance(parts, torch.Tensor):
+        raise TypeError(f"parts must be a torch.Tensor or numpy.ndarray, got {type(parts).__name__}")
+    return parts
+
+
+def _check_parts(parts: torch.Tensor, ranks: int, dtype: str, device: torch.device) -> torch.Tensor:
+    """The checks the op repeats in C++, made here so they read in torch's terms; returns parts
+    with uint16 raw bits viewed as the spec's 16-bit type."""
+    if parts.dim() != 2 or parts.shape[0] != ranks:
+        raise ValueError(f"parts must have shape [P, n] with P = {ranks}, got {list(parts.shape)}")
+    if parts.shape[1] < 1:
+        raise ValueError("parts has no elements (shape [P, 0]); n must be >= 1")
+    want = TORCH_DTYPES[dtype]
+    if parts.dtype == torch.uint16 and dtype != "fp32":
+        parts = parts.view(want)
+    if parts.dtype != want:
+        raise ValueError(f"parts has dtype {parts.dtype} but the spec's dtype is {dtype} ({want})")
+    if parts.device.type != device.type or (device.index is not None and parts.device.index != device.index):
+        raise ValueError(f"parts is on {parts.device} but this all-reduce runs on {device}")
+    if not parts.is_contiguous():
+        raise ValueError(f"parts (shape {list(parts.shape)}) is not contiguous; pass parts.contiguous()")
+    return parts
+
+
+def _device(device, need_cuda_build: bool = True) -> torch.device:
+    device = torch.device(device)
+    if device.type == "cuda":
+        if need_cuda_build:
+            ops._require_cuda_build()
+        if device.index is None and torch.cuda.is_available():
+            # "cuda" means the current GPU: a tensor on another one is refused, not moved.
+            device = torch.device("cuda", torch.cuda.current_device())
+    elif device.type != "cpu":
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device}")
+    return device
+
+
+class _DirectionState:
+    """One direction's compensator state: m1, m2 [P, n] fp32, and whether a pass has begun."""
+
+    def __init__(self):
+        self.m1: Optional[torch.Tensor] = None
+        self.m2: Optional[torch.Tensor] = None
+        self.live = False
+
+
+class AllReduce:
+    """The Echo all-reduce over P emulated ranks: ar(parts [P, n]) -> [n], what every rank gets.
+
+    Each direction ("forward", "backward") keeps its own per-rank compensator state across calls
+    until reset() (call it at the start of every pass; echotk.tensor_parallel does)."""
+
+    def __init__(self, ranks: int, spec: Optional[Spec] = None, device="cpu"):
+        self.spec = spec if spec is not None else Spec()
+        if not isinstance(self.spec, Spec):
+            raise TypeError(f"spec must be an echotk.Spec, got {type(self.spec).__name__}")
+        self.spec.handle(ranks)  # ValueError for ranks or a spec out of range
+        self.ranks = ranks
+        self.device = _device(device)
+        self.dtype = self.spec.dtype
+        self._key = self.spec.key()
+        self._states = {d: _DirectionState() for d in DIRECTIONS}
+        self._report = None
+
+    def reset(self):
+        """Starts a pass: both directions' compensator states begin again from zero."""
+        for state in self._states.values():
+            state.live = False
+
+    def __call__(self, parts, direction: str = "forward"):
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+        parts = _as_tensor(parts)
+        raw_bits = parts.dtype == torch.uint16
+        parts = _check_parts(parts, self.ranks, self.dtype, self.device)
+        state = self._states[direction]
+        n = parts.shape[1]
+        if state.m1 is None or state.m1.shape[1] != n:
+            if state.live:
+                raise ValueError(f"the {direction} state holds {state.m1.shape[1]} elements per rank "
+                                 f"but parts has {n}; call reset() between passes of different size")
+            state.m1 = torch.zeros(self.ranks, n, dtype=torch.float32, device=parts.device)
+            state.m2 = torch.zeros(self.ranks, n, dtype=torch.float32, device=parts.device)
+        out, report = torch.ops.echotk.allreduce(parts, state.m1, state.m2, self._key, self.ranks,
+                                                 direction, not state.live)
+        state.live = True
+        self._report = (direction, report)
+        return out.view(torch.uint16) if raw_bits else out
+
+    @property
+    def report(self) -> Optional[AllReduceReport]:
+        """The last call's report (None before the first call)."""
+        if self._report is None:
+            return None
+        return AllReduceReport.from_tensor(*self._report)
+
+    def __repr__(self):
+        return f"echotk.AllReduce(ranks={self.ranks}, spec={self.spec}, device='{self.device}')"
+
+
+class ExactAllReduce:
+    """The exact ("16-bit") all-reduce: fp32 sum of the P contributions in rank order, rounded
+    once to dtype (echo::exact_allreduce). Same call interface as AllReduce; it has no state."""
+
+    def __init__(self, ranks: int, dtype: str = "bf16", device="cpu"):
+        spec = Spec(dtype=dtype)
+        if isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= 8:
+            raise ValueError(f"ranks must lie in [1, 8], got {ranks!r}")
+        self.ranks = ranks
+        self.dtype = spec.dtype
+        # The exact sum needs no CUDA build: on a GPU it runs as torch arithmetic (ops.py).
+        self.device = _device(device, need_cuda_build=False)
+        self._report = None
+
+    def reset(self):
+        pass
+
+    def __call__(self, parts, direction: str = "forward"):
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+        parts = _as_tensor(parts)
+        raw_bits = parts.dtype == torch.uint16
+        parts = _check_parts(parts, self.ranks, self.dtype, self.device)
+        out, report = torch.ops.echotk.exact_allreduce(parts, self.dtype, self.ranks)
+        self._report = (direction, report)
+        return out.view(torch.uint16) if raw_bits else out
+
+    @property
+    def report(self) -> Optional[AllReduceReport]:
+        if self._report is None:
+            return None
+        return AllReduceReport.from_tensor(*self._report)
+
+    def __repr__(self):
+        return f"echotk.ExactAllReduce(ranks={self.ranks}, dtype='{self.dtype}', device='{self.device}')"
+
+
+__all__ = ["AllReduce", "ExactAllReduce", "AllReduceReport", "TORCH_DTYPES"]

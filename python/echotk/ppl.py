@@ -1,0 +1,231 @@
+"""`python -m echotk ppl`: perplexity over evenly spaced windows of a text with every row-parallel
+site all-reduced by Echo or the exact sum; the windows, summary lines and CSV columns of
+`echotk ppl` (cli/cmd_ppl.cpp, model/src/perplexity.cpp), and with --baseline the paired interval
+of tools/paired_ppl.py."""
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import math
+import os
+import sys
+import time
+from typing import List, Sequence
+
+import torch
+
+from ._allreduce import AllReduce, ExactAllReduce
+from ._spec import Spec
+from .gguf_model import default_model_path, load_model, load_tokenizer
+from .tensor_parallel import tensor_parallel
+
+EXIT_BAD_INPUT = 2
+_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+class BadInput(Exception):
+    pass
+
+
+def student_t_975(df: int) -> float:
+    """Two-sided 97.5% Student-t quantile (model/src/perplexity.cpp's table and expansion)."""
+    if df == 0:
+        return math.inf
+    if df <= 30:
+        return _T975[df - 1]
+    z, n = 1.959964, float(df)
+    return z + (z ** 3 + z) / (4 * n) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * n * n)
+
+
+def plan_windows(num_tokens: int, num_windows: int, length: int) -> List[int]:
+    """Starts of num_windows windows of length tokens spread evenly (plan_windows in C++)."""
+    if num_windows < 1 or length < 2:
+        raise BadInput("need at least one window of at least 2 tokens")
+    if num_windows > num_tokens // length:
+        raise BadInput(f"{num_windows} windows of {length} tokens do not fit in {num_tokens} tokens")
+    slack = num_tokens - num_windows * length
+    return [w * length + (slack * w // (num_windows - 1) if num_windows > 1 else 0)
+            for w in range(num_windows)]
+
+
+def window_nll(logits: torch.Tensor, tokens: torch.Tensor) -> float:
+    """Sum over t < T-1 of -log softmax(logits[t])[tokens[t+1]], in float64."""
+    logits = logits.double()
+    lse = torch.logsumexp(logits[:-1], dim=-1)
+    picked = logits[:-1].gather(1, tokens[1:].unsqueeze(1)).squeeze(1)
+    return float((lse - picked).sum())
+
+
+def summarize(nll: Sequence[float], predictions: Sequence[int]) -> dict:
+    total, count, windows = sum(nll), sum(predictions), len(nll)
+    mean = total / count
+    stderr = 0.0
+    if windows > 1:
+        means = [a / b for a, b in zip(nll, predictions)]
+        s, sq = sum(means), sum(m * m for m in means)
+        stderr = math.sqrt(max(0.0, (sq - s * s / windows) / (windows - 1)) / windows)
+    half = student_t_975(windows - 1) * stderr if windows > 1 else 0.0
+    return {"windows": windows, "predictions": count, "mean_nll": mean, "stderr": stderr,
+            "perplexity": math.exp(mean), "ci_low": math.exp(mean - half), "ci_high": math.exp(mean + half)}
+
+
+def paired(run: dict, base: dict) -> tuple:
+    """Mean per-window difference of log-perplexity against the baseline and its 95% half-width
+    (tools/paired_ppl.py)."""
+    if sorted(run) != sorted(base):
+        raise BadInput("--baseline: its windows differ from this run's")
+    diffs = [run[s][0] / run[s][1] - base[s][0] / base[s][1] for s in sorted(run)]
+    n = len(diffs)
+    d = sum(diffs) / n
+    sd = math.sqrt(sum((x - d) ** 2 for x in diffs) / (n - 1)) if n > 1 else 0.0
+    t = _T975[n - 2] if 2 <= n <= 31 else 1.96
+    return d, t * sd / math.sqrt(n)
+
+
+def read_text(path: str) -> str:
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".gz"):
+        data = gzip.decompress(data)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{path}: not UTF-8 text ({e})") from e
+
+
+def add_spec_options(parser: argparse.ArgumentParser):
+    """The options of cli/spec_options.cpp, with its defaults (those of echotk.Spec)."""
+    d = Spec()
+    parser.add_argument("--bits", type=int, default=d.bits, help="bit width of the codes (2..8)")
+    parser.add_argument("--group", type=int, default=d.group, help="group size, a power of two in [16, 1024]")
+    parser.add_argument("--quantizer", default=d.quantizer, choices=["zero-aware", "naive", "symmetric"])
+    parser.add_argument("--compensator", default=d.compensator, choices=["dual", "single", "off"])
+    parser.add_argument("--residual", default=d.residual, choices=["global", "local"])
+    parser.add_argument("--algorithm", default=d.algorithm, choices=["owner", "ring"])
+    for name in ("eta", "a", "beta1", "beta2", "beta"):
+        parser.add_argument(f"--{name}", type=float, default=getattr(d, name))
+    parser.add_argument("--state-dtype", default=d.state_dtype, choices=["fp32", "bf16", "float32", "bfloat16"])
+    parser.add_argument("--exact-max-count", type=int, default=d.exact_max_count)
+
+
+def spec_from_args(args) -> Spec:
+    return Spec(bits=args.bits, group=args.group, quantizer=args.quantizer, compensator=args.compensator,
+                eta=args.eta, a=args.a, beta1=args.beta1, beta2=args.beta2, beta=args.beta,
+                residual=args.residual, dtype=args.dtype, state_dtype=args.state_dtype,
+                algorithm=args.algorithm, exact_max_count=args.exact_max_count)
+
+
+def describe(args, spec: Spec) -> str:
+    """One line naming the all-reduce, as model/cli/run_options.cpp's describe()."""
+    dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[spec.dtype]
+    head = f"P={args.ranks} {dtype} "
+    if args.allreduce == "exact":
+        return head + "exact"
+    text = f"{head}echo {spec.bits}-bit {spec.quantizer} g={spec.group} {spec.algorithm} {spec.compensator}"
+    if spec.compensator != "off":
+        extra = (f", a={spec.a:g}, beta1={spec.beta1:g}, beta2={spec.beta2:g}" if spec.compensator == "dual"
+                 else f", beta={spec.beta:g}")
+        text += f"({spec.residual}, eta={spec.eta:g}{extra})"
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m echotk ppl", description=__doc__.splitlines()[0])
+    p.add_argument("--gguf", default=default_model_path(),
+                   help="GGUF model file (default: $ECHO_MODEL_GGUF or the cache scripts/setup_model.sh fills)")
+    p.add_argument("--text", default="data/smollm2/moby-dick.txt.gz", help="UTF-8 text, plain or .gz")
+    p.add_argument("--windows", "-n", type=int, default=8, help="number of windows N")
+    p.add_argument("--length", "-L", type=int, default=512, help="tokens per window L (L - 1 predictions each)")
+    p.add_argument("--ranks", "-P", type=int, default=4, help="tensor-parallel ranks (1..8)")
+    p.add_argument("--allreduce", default="exact", choices=["exact", "echo"])
+    p.add_argument("--dtype", default="bf16", choices=["fp32", "bf16", "fp16"],
+                   help="type of the contributions and of the all-reduce")
+    p.add_argument("--device", default="cpu", help="cpu | cuda (the model and the all-reduce)")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--csv", help="write per-window results (start, nll, seconds) to this CSV file")
+    p.add_argument("--baseline", help="a CSV of another run over the same windows: print the paired "
+                                      "difference in log-perplexity and its 95%% interval")
+    add_spec_options(p)
+    return p
+
+
+def run(argv) -> int:
+    args = build_parser().parse_args(argv)
+    for path, flag in ((args.text, "--text"), (args.gguf, "--gguf")) + (
+            ((args.baseline, "--baseline"),) if args.baseline else ()):
+        if not os.path.isfile(path):
+            raise BadInput(f"{flag} {path}: no such file" +
+                           (" (scripts/setup_model.sh fetches the model)" if flag == "--gguf" else ""))
+    if args.csv and os.path.isdir(args.csv):
+        raise BadInput(f"--csv {args.csv} is a folder")
+    if not 2 <= args.length <= 8192 or args.windows < 1:
+        raise BadInput("--length must lie in [2, 8192] and --windows be >= 1")
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    spec = spec_from_args(args)
+    try:
+        if args.allreduce == "echo":
+            reduce = AllReduce(ranks=args.ranks, spec=spec, device=args.device)
+        else:
+            reduce = ExactAllReduce(ranks=args.ranks, dtype=args.dtype, device=args.device)
+    except ValueError as e:
+        raise BadInput(str(e)) from e
+    text = read_text(args.text)
+    tokenizer = load_tokenizer(args.gguf)
+    ids = torch.tensor(tokenizer.encode(text).ids, dtype=torch.long)
+    starts = plan_windows(len(ids), args.windows, args.length)
+    model = tensor_parallel(load_model(args.gguf, device=args.device), ranks=args.ranks, allreduce=reduce)
+
+    rows, nll, predictions, seconds_total, poisoned = [], [], [], 0.0, 0
+    with torch.no_grad():
+        for w, start in enumerate(starts):
+            window = ids[start : start + args.length].to(args.device)
+            begin = time.perf_counter()
+            logits = model(input_ids=window.unsqueeze(0), use_cache=False).logits[0]
+            seconds = time.perf_counter() - begin
+            seconds_total += seconds
+            nll.append(window_nll(logits, window))
+            predictions.append(args.length - 1)
+            rows.append((w, start, args.length, predictions[-1], nll[-1], nll[-1] / predictions[-1], seconds))
+            print(f"\rppl {w + 1}/{len(starts)} windows", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+
+    s = summarize(nll, predictions)
+    print(f"model        {getattr(model.config, 'name_or_path', '')} ({args.gguf})")
+    print(f"text         {args.text} ({len(ids)} tokens)")
+    print(f"allreduce    {describe(args, spec)}")
+    print(f"windows      {s['windows']} x {args.length} tokens, evenly spaced ({s['predictions']} predictions)")
+    print(f"mean nll     {s['mean_nll']:.6f} (standard error over windows {s['stderr']:.6f})")
+    print(f"perplexity   {s['perplexity']:.4f}  95% CI [{s['ci_low']:.4f}, {s['ci_high']:.4f}] (Student t over windows)")
+    print(f"speed        {len(starts) * args.length / seconds_total:.1f} tokens/s forward on {args.device} "
+          f"({seconds_total / len(starts):.2f} s per window)")
+    if args.baseline:
+        with open(args.baseline, newline="") as f:
+            base = {int(r["start"]): (float(r["nll_sum"]), int(r["predictions"])) for r in csv.DictReader(f)}
+        run_rows = {r[1]: (r[4], r[3]) for r in rows}
+        d, half = paired(run_rows, base)
+        print(f"paired       d log ppl vs {args.baseline}: {d:+.5f}  95% CI [{d - half:+.5f}, {d + half:+.5f}]"
+              f"  (ppl ratio {math.exp(d):.4f})")
+    sys.stdout.flush()
+    if args.csv:
+        out = io.StringIO()
+        out.write("window,start,tokens,predictions,nll_sum,mean_nll,seconds\n")
+        for r in rows:
+            out.write(f"{r[0]},{r[1]},{r[2]},{r[3]},{r[4]!r},{r[5]!r},{r[6]!r}\n")
+        tmp = args.csv + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(out.getvalue())
+        os.replace(tmp, args.csv)
+    return 0
+
+
+def main(argv=None) -> int:
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except (BadInput, ValueError, FileNotFoundError) as e:
+        print(f"echotk ppl: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT

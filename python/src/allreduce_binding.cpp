@@ -1,0 +1,205 @@
+#include "allreduce_binding.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <nanobind/stl/string.h>
+
+#include "arrays.h"
+#include "echo/status.h"
+
+namespace echotk {
+namespace {
+
+// Status -> Python exception: ValueError for bad arguments, RuntimeError otherwise.
+void raise_if_error(const echo::Status& status) {
+  if (status.ok()) return;
+  if (status.code() == echo::StatusCode::kInvalidArgument) throw nb::value_error(status.message().c_str());
+  throw std::runtime_error(std::string(echo::status_code_name(status.code())) + ": " + status.message());
+}
+
+template <typename T>
+T parse_name(const std::optional<T>& parsed, const char* what, const std::string& name,
+             const char* choices) {
+  if (!parsed) {
+    throw nb::value_error((std::string(what) + " must be one of " + choices + ", got '" + name + "'").c_str());
+  }
+  return *parsed;
+}
+
+echo::DType parse_dtype_name(const char* what, const std::string& name) {
+  return parse_name(echo::parse_dtype(name), what, name, "fp32, bf16, fp16 (or float32, bfloat16, float16)");
+}
+
+SpecHandle make_spec(int bits, int group, const std::string& quantizer, const std::string& compensator,
+                     const std::string& residual, const std::string& algorithm, float eta, float a,
+                     float beta1, float beta2, float beta, const std::string& dtype,
+                     const std::string& state_dtype, std::size_t exact_max_count, int ranks) {
+  SpecHandle h;
+  echo::AllReduceSpec& s = h.spec;
+  s.quant.bits = bits;
+  s.quant.group = group;
+  s.quant.kind = parse_name(echo::parse_quantizer(quantizer), "quantizer", quantizer,
+                            "zero-aware, naive, symmetric");
+  s.compensator.mode = parse_name(echo::parse_compensator_mode(compensator), "compensator", compensator,
+                                  "dual, single, off");
+  s.compensator.residual = parse_name(echo::parse_residual_mode(residual), "residual", residual,
+                                      "global, local");
+  if (algorithm != "owner" && algorithm != "ring") {
+    throw nb::value_error(("algorithm must be one of owner, ring, got '" + algorithm + "'").c_str());
+  }
+  s.algorithm = algorithm == "ring" ? echo::Algorithm::kRing : echo::Algorithm::kOwner;
+  s.compensator.eta = eta;
+  s.compensator.a = a;
+  s.compensator.beta1 = beta1;
+  s.compensator.beta2 = beta2;
+  s.compensator.beta = beta;
+  s.dtype = parse_dtype_name("dtype", dtype);
+  s.compensator.state_dtype = parse_dtype_name("state_dtype", state_dtype);
+  s.exact_max_count = exact_max_count;
+  h.ranks = ranks;
+  raise_if_error(s.validate(ranks));
+  return h;
+}
+
+echo::Direction parse_direction(const std::string& direction) {
+  if (direction == "forward") return echo::Direction::kForward;
+  if (direction == "backward") return echo::Direction::kBackward;
+  throw nb::value_error(("direction must be 'forward' or 'backward', got '" + direction + "'").c_str());
+}
+
+// The replay metrics of one call (sim/src/replay.cpp): sums over ranks in order, in float64.
+void fill_norms(int ranks, std::size_t n, const float* x, const float* xp, const float* y, double* report) {
+  double injected = 0.0, net = 0.0, correction = 0.0, sum = 0.0, nonfinite = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double sx = 0.0, sxp = 0.0;
+    for (int r = 0; r < ranks; ++r) {
+      const float v = x[static_cast<std::size_t>(r) * n + i];
+      if (!std::isfinite(v)) nonfinite += 1.0;
+      sx += static_cast<double>(v);
+      sxp += static_cast<double>(xp[static_cast<std::size_t>(r) * n + i]);
+    }
+    const double yi = static_cast<double>(y[i]);
+    injected += (yi - sxp) * (yi - sxp);
+    net += (yi - sx) * (yi - sx);
+    correction += (sxp - sx) * (sxp - sx);
+    sum += sx * sx;
+  }
+  report[kNonFiniteInputs] = nonfinite;
+  report[kInjectedNorm] = std::sqrt(injected);
+  report[kNetNorm] = std::sqrt(net);
+  report[kCorrectionNorm] = std::sqrt(correction);
+  report[kSumNorm] = std::sqrt(sum);
+}
+
+std::vector<const float*> rows(const std::vector<float>& data, int ranks, std::size_t n) {
+  std::vector<const float*> p(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) p[static_cast<std::size_t>(r)] = data.data() + static_cast<std::size_t>(r) * n;
+  return p;
+}
+std::vector<float*> rows(std::vector<float>& data, int ranks, std::size_t n) {
+  std::vector<float*> p(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) p[static_cast<std::size_t>(r)] = data.data() + static_cast<std::size_t>(r) * n;
+  return p;
+}
+
+// One Echo all-reduce: parts [P, n] -> out [n]; m1, m2 [P, n] fp32 hold the compensator state
+// (read unless fresh, written back); report [kNumReportSlots] float64 receives the report.
+void allreduce(const SpecHandle& h, const std::string& direction, AnyArray parts, AnyArray out,
+               AnyArray m1, AnyArray m2, bool fresh, AnyArray report) {
+  echo::AllReduceSpec spec = h.spec;
+  spec.direction = parse_direction(direction);
+  const int P = h.ranks;
+  const Storage in_storage = check_values(parts, "parts", spec.dtype, {P, -1});
+  const auto n = static_cast<std::size_t>(parts.shape(1));
+  if (n == 0) throw nb::value_error("parts has no elements (shape [P, 0]); n must be >= 1");
+  const Storage out_storage = check_values(out, "out", spec.dtype, {static_cast<std::int64_t>(n)});
+  const bool compensate = spec.compensator.mode != echo::CompensatorMode::kOff;
+  const bool dual = spec.compensator.mode == echo::CompensatorMode::kDual;
+  if (compensate) check_float32(m1, "state m1", {P, static_cast<std::int64_t>(n)});
+  if (dual) check_float32(m2, "state m2", {P, static_cast<std::int64_t>(n)});
+  check_float64(report, "report", {kNumReportSlots});
+
+  const std::size_t total = static_cast<std::size_t>(P) * n;
+  echo::Status status;
+  {
+    nb::gil_scoped_release release;
+    std::vector<float> x(total), y(total), xp(total);
+    load_values(parts.data(), in_storage, spec.dtype, total, x.data());
+    std::vector<echo::CompensatorState> states(compensate ? static_cast<std::size_t>(P) : 0);
+    auto* m1_data = static_cast<float*>(m1.data());
+    auto* m2_data = static_cast<float*>(m2.data());
+    for (std::size_t r = 0; r < states.size() && !fresh; ++r) {
+      states[r].m1.assign(m1_data + r * n, m1_data + (r + 1) * n);
+      if (dual) states[r].m2.assign(m2_data + r * n, m2_data + (r + 1) * n);
+    }
+    echo::AllReduceReport rep;
+    const auto in = rows(x, P, n);
+    const auto outs = rows(y, P, n);
+    const auto comp = rows(xp, P, n);
+    status = echo::allreduce(spec, P, n, in.data(), outs.data(), compensate ? states.data() : nullptr,
+                             comp.data(), &rep);
+    if (status.ok()) {
+      for (std::size_t r = 0; r < states.size(); ++r) {
+        std::copy(states[r].m1.begin(), states[r].m1.end(), m1_data + r * n);
+        if (dual) std::copy(states[r].m2.begin(), states[r].m2.end(), m2_data + r * n);
+      }
+      store_values(y.data(), out_storage, spec.dtype, n, out.data());
+      auto* stats = static_cast<double*>(report.data());
+      stats[kPoisonedGroups] = static_cast<double>(rep.poisoned_groups);
+      stats[kScaleExponent] = rep.scale_exponent;
+      stats[kExactPath] = rep.exact_path ? 1.0 : 0.0;
+      fill_norms(P, n, x.data(), xp.data(), y.data(), stats);
+    }
+  }
+  raise_if_error(status);
+}
+
+// The exact all-reduce: fp32 sum in rank order, rounded once to dtype (the "16-bit" baseline).
+void exact_allreduce(const std::string& dtype_name, int ranks, AnyArray parts, AnyArray out, AnyArray report) {
+  const echo::DType dtype = parse_dtype_name("dtype", dtype_name);
+  if (ranks < 1 || ranks > echo::kMaxRanks) {
+    throw nb::value_error(("ranks must lie in [1, " + std::to_string(echo::kMaxRanks) + "], got " +
+                           std::to_string(ranks)).c_str());
+  }
+  const Storage in_storage = check_values(parts, "parts", dtype, {ranks, -1});
+  const auto n = static_cast<std::size_t>(parts.shape(1));
+  if (n == 0) throw nb::value_error("parts has no elements (shape [P, 0]); n must be >= 1");
+  const Storage out_storage = check_values(out, "out", dtype, {static_cast<std::int64_t>(n)});
+  check_float64(report, "report", {kNumReportSlots});
+  nb::gil_scoped_release release;
+  const std::size_t total = static_cast<std::size_t>(ranks) * n;
+  std::vector<float> x(total), y(n);
+  load_values(parts.data(), in_storage, dtype, total, x.data());
+  echo::round_to_dtype(x.data(), total, dtype);
+  const auto in = rows(x, ranks, n);
+  echo::exact_allreduce(dtype, ranks, n, in.data(), y.data());
+  store_values(y.data(), out_storage, dtype, n, out.data());
+  auto* stats = static_cast<double*>(report.data());
+  stats[kPoisonedGroups] = 0.0;
+  stats[kScaleExponent] = 0.0;
+  stats[kExactPath] = 1.0;
+  fill_norms(ranks, n, x.data(), x.data(), y.data(), stats);
+}
+
+}  // namespace
+
+void register_allreduce(nb::module_& m) {
+  nb::class_<SpecHandle>(m, "SpecHandle", "A validated all-reduce configuration for a number of ranks")
+      .def_prop_ro("ranks", [](const SpecHandle& h) { return h.ranks; });
+  m.def("make_spec", &make_spec, nb::arg("bits"), nb::arg("group"), nb::arg("quantizer"),
+        nb::arg("compensator"), nb::arg("residual"), nb::arg("algorithm"), nb::arg("eta"), nb::arg("a"),
+        nb::arg("beta1"), nb::arg("beta2"), nb::arg("beta"), nb::arg("dtype"), nb::arg("state_dtype"),
+        nb::arg("exact_max_count"), nb::arg("ranks"),
+        "Builds and validates (AllReduceSpec::validate) a spec; ValueError names what is out of range.");
+  m.def("allreduce", &allreduce, nb::arg("spec"), nb::arg("direction"), nb::arg("parts"), nb::arg("out"),
+        nb::arg("m1"), nb::arg("m2"), nb::arg("fresh"), nb::arg("report"),
+        "echo::allreduce over parts [P, n] into out [n]; m1, m2 [P, n] fp32 compensator state.");
+  m.def("exact_allreduce", &exact_allreduce, nb::arg("dtype"), nb::arg("ranks"), nb::arg("parts"),
+        nb::arg("out"), nb::arg("report"),
+        "echo::exact_allreduce: fp32 sum of parts [P, n] in rank order, rounded once into out [n].");
+  m.attr("REPORT_SLOTS") = static_cast<int>(kNumReportSlots);
+}
+
+}  // namespace echotk

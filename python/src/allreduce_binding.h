@@ -1,0 +1,34 @@
+// The reference all-reduce (echo::allreduce, echo::exact_allreduce) over DLPack arrays: [P, n]
+// contributions in, [n] result out, compensator states in caller-owned fp32 arrays.
+#pragma once
+
+#include <cstddef>
+
+#include <nanobind/nanobind.h>
+
+#include "echo/allreduce.h"
+
+namespace echotk {
+
+// Slots of the float64 report array each call fills (echotk/_allreduce.py names them).
+enum ReportSlot : std::size_t {
+  kPoisonedGroups = 0,
+  kScaleExponent,
+  kExactPath,
+  kNonFiniteInputs,
+  kInjectedNorm,    // ||y - sum_i x'_i||, delta of sim/replay
+  kNetNorm,         // ||y - sum_i x_i||, rho of sim/replay
+  kCorrectionNorm,  // ||sum_i (x'_i - x_i)||
+  kSumNorm,         // ||sum_i x_i||
+  kNumReportSlots,
+};
+
+// A validated all-reduce configuration for a fixed number of ranks.
+struct SpecHandle {
+  echo::AllReduceSpec spec;
+  int ranks = 1;
+};
+
+void register_allreduce(nanobind::module_& m);
+
+}  // namespace echotk

@@ -1,0 +1,46 @@
+"""Shared test helpers: paths of the repository, the built echotk binary, bit views."""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def echotk_binary():
+    """build/bin/echotk (or $ECHO_BINARY_DIR/bin/echotk, as CTest passes it)."""
+    build = Path(os.environ.get("ECHO_BINARY_DIR", REPO / "build"))
+    path = build / "bin" / "echotk"
+    return path if path.is_file() else None
+
+
+@pytest.fixture
+def echotk_cli():
+    path = echotk_binary()
+    if path is None:
+        pytest.skip("build/bin/echotk is not built")
+
+    def run(*args, check=True):
+        result = subprocess.run([str(path), *map(str, args)], capture_output=True, text=True)
+        if check and result.returncode != 0:
+            raise AssertionError(f"echotk {' '.join(map(str, args))} exited {result.returncode}:\n"
+                                 f"{result.stdout}\n{result.stderr}")
+        return result
+    return run
+
+
+def bits(t) -> np.ndarray:
+    """Raw bits of a tensor or array as unsigned integers, to compare exactly (NaNs included)."""
+    if isinstance(t, torch.Tensor):
+        t = t.detach().cpu()
+        if t.dtype in (torch.bfloat16, torch.float16):
+            return t.view(torch.int16).numpy().view(np.uint16)
+        return t.contiguous().numpy().view(np.uint32 if t.element_size() == 4 else np.uint16)
+    t = np.ascontiguousarray(t)
+    return t.view(np.uint32 if t.itemsize == 4 else np.uint16)
+
+

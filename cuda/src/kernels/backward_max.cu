@@ -2,6 +2,7 @@
 // reduces max |x'| over its whole message, then the last block publishes it to every peer as one
 // 64-bit word (epoch in the high half, the float bits in the low half), which the quantizing
 // kernels of the same call read to form the shared exponent k.
+#include "block_max.cuh"
 #include "kernel_args.h"
 #include "lane_ops.cuh"
 #include "launch.h"
@@ -33,20 +34,13 @@ __global__ void __launch_bounds__(kBlockThreads, kAuxBlocksPerSm) backward_max_k
 #pragma unroll
     for (int k = 0; k < E; ++k) {
       if (k < valid) {
-        unsigned b = __float_as_uint(x[k]) & 0x7FFFFFFFu;
-        if (b > 0x7F800000u) b = 0x7F800000u;  // NaN counts as non-finite: k = 0 as for Inf
+        const unsigned b = abs_bits_for_max(x[k]);
         best = b > best ? b : best;
       }
     }
   }
-  for (int off = 16; off > 0; off >>= 1) {
-    const unsigned o = __shfl_xor_sync(0xFFFFFFFFu, best, off);
-    best = o > best ? o : best;
-  }
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = best;
-  __syncthreads();
+  best = block_max_to_thread0<kWarpsPerBlock>(best, warp_max);
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kWarpsPerBlock; ++w) best = warp_max[w] > best ? warp_max[w] : best;
     atomicMax(&a.control->max_bits, best);
     __threadfence();  // the max before the done count, so the last block sees every block's max
     const unsigned prev = atomicAdd(&a.control->max_done_blocks, 1u);

@@ -1,6 +1,7 @@
 // The one-GPU emulation's launchers (emulate_args.h): the backward max |x'| kernel and the dispatch
 // of the main kernels (emulate_allreduce.cuh, one translation unit per dtype).
 #include "emulate_args.h"
+#include "block_max.cuh"
 #include "emulate_lanes.cuh"
 
 namespace echo::cuda {
@@ -36,23 +37,14 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_backward_max_kernel(Emu
 #pragma unroll
       for (int k = 0; k < E; ++k) {
         if (k < valid) {
-          unsigned b = __float_as_uint(x[k]) & 0x7FFFFFFFu;
-          if (b > 0x7F800000u) b = 0x7F800000u;  // NaN: non-finite, as Inf
+          const unsigned b = abs_bits_for_max(x[k]);
           best = b > best ? b : best;
         }
       }
     }
   }
-  for (int off = 16; off > 0; off >>= 1) {
-    const unsigned o = __shfl_xor_sync(0xFFFFFFFFu, best, off);
-    best = o > best ? o : best;
-  }
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = best;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kWarpsPerBlock; ++w) best = warp_max[w] > best ? warp_max[w] : best;
-    if (best != 0) atomicMax(&a.report->max_abs_bits, best);
-  }
+  best = block_max_to_thread0<kWarpsPerBlock>(best, warp_max);
+  if (threadIdx.x == 0 && best != 0) atomicMax(&a.report->max_abs_bits, best);
 }
 
 }  // namespace

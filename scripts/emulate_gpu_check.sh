@@ -16,6 +16,7 @@ set -uo pipefail
 script_start=$(date +%s)
 deadline=${DEADLINE_S:-450}
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/nccl_env.sh"
 out=${OUT:-$root/emulate-gpu-check-out}
 build=${BUILD_DIR:-$root/build-emulate}
 mkdir -p "$out"
@@ -26,19 +27,8 @@ summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 
 stage_build() {
-  # NCCL's header (the library's internal headers include it): the toolkit's, the system's, or
-  # the nvidia-nccl wheel's, found as scripts/gpu_check.sh finds it.
-  local nccl_root=""
-  if [[ ! -e /usr/local/cuda/include/nccl.h && ! -e /usr/include/nccl.h ]]; then
-    local h
-    h=$(find / -xdev -name nccl.h -path '*include*' 2>/dev/null | head -1)
-    [[ -n $h ]] && nccl_root=$(dirname "$(dirname "$h")")
-  fi
-  if [[ -n $nccl_root && ! -e $nccl_root/lib/libnccl.so && -e $nccl_root/lib/libnccl.so.2 ]]; then
-    mkdir -p "$build/nccl-lib" && ln -sf "$nccl_root/lib/libnccl.so.2" "$build/nccl-lib/libnccl.so"
-    export LIBRARY_PATH="$build/nccl-lib:${LIBRARY_PATH:-}"
-  fi
-  [[ -n $nccl_root ]] && export LD_LIBRARY_PATH="$nccl_root/lib:${LD_LIBRARY_PATH:-}"
+  # NCCL's header (the library's internal headers include it): scripts/nccl_env.sh.
+  find_nccl "$build"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt" 2>&1
   note "gpu: $(head -1 "$out/gpu.txt"); nccl root: ${nccl_root:-system}"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \

@@ -40,6 +40,7 @@
 # built elsewhere with scripts/build_gpu_bundle.sh).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/nccl_env.sh"
 out=${OUT:-$root/gpu-check-out}
 build=${BUILD_DIR:-$root/build-gpu}
 mkdir -p "$out"
@@ -53,19 +54,8 @@ summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 
 stage_build() {
-  local nccl_root=""
-  if [[ ! -e /usr/local/cuda/include/nccl.h && ! -e /usr/include/nccl.h ]]; then
-    local h
-    h=$(find / -xdev -name nccl.h -path '*include*' 2>/dev/null | head -1)
-    [[ -n $h ]] && nccl_root=$(dirname "$(dirname "$h")")
-  fi
+  find_nccl "$build"
   note "nccl root: ${nccl_root:-system}"
-  # The wheel ships libnccl.so.2 only: give the linker the plain name beside it.
-  if [[ -n $nccl_root && ! -e $nccl_root/lib/libnccl.so && -e $nccl_root/lib/libnccl.so.2 ]]; then
-    mkdir -p "$build/nccl-lib" && ln -sf "$nccl_root/lib/libnccl.so.2" "$build/nccl-lib/libnccl.so"
-    export LIBRARY_PATH="$build/nccl-lib:${LIBRARY_PATH:-}"
-  fi
-  [[ -n $nccl_root ]] && export LD_LIBRARY_PATH="$nccl_root/lib:${LD_LIBRARY_PATH:-}"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DECHO_BUILD_MODEL=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
         -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||

@@ -19,6 +19,7 @@
 #            where this tree's is more than AB_LIMIT (default 1.02) times the older tree's
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/nccl_env.sh"
 out=$(realpath -m "${OUT:-$root/numerics-gpu-check-out}")
 build=$(realpath -m "${BUILD_DIR:-$root/build-gpu}")
 old_build=$(realpath -m "${OLD_BUILD_DIR:-$root/build-gpu-old}")
@@ -57,16 +58,7 @@ old_source() {
 build_old() {
   local src
   src=$(old_source) || { echo "no older tree: set OLD_SRC, or run inside a git checkout holding $old_ref"; return 1; }
-  local nccl_root=""
-  if [[ ! -e /usr/local/cuda/include/nccl.h && ! -e /usr/include/nccl.h ]]; then
-    local h
-    h=$(find / -xdev -name nccl.h -path '*include*' 2>/dev/null | head -1)
-    [[ -n $h ]] && nccl_root=$(dirname "$(dirname "$h")")
-  fi
-  if [[ -n $nccl_root && ! -e $nccl_root/lib/libnccl.so && -e $nccl_root/lib/libnccl.so.2 ]]; then
-    mkdir -p "$old_build/nccl-lib" && ln -sf "$nccl_root/lib/libnccl.so.2" "$old_build/nccl-lib/libnccl.so"
-    export LIBRARY_PATH="$old_build/nccl-lib:${LIBRARY_PATH:-}"
-  fi
+  find_nccl "$old_build"
   cmake -S "$src" -B "$old_build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DECHO_BUILD_MODEL=OFF -DECHO_BUILD_TESTS=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
         -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial &&

@@ -94,7 +94,7 @@ def exact_allreduce(parts: torch.Tensor, dtype: str, ranks: int) -> Tuple[torch.
         return out, report
     # Elsewhere the same arithmetic in torch: fp32 adds in rank order, one rounding to dtype
     # (round to nearest even), as echo::exact_allreduce does. The report holds only exact_path.
-    acc = parts[0].float()
+    acc = parts[0].to(torch.float32, copy=True)  # a new tensor: an op's output may not alias its input
     for r in range(1, parts.shape[0]):
         acc = acc + parts[r].float()
     report = torch.zeros(REPORT_SLOTS, dtype=torch.float64, device=parts.device)

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
 
-from . import ops
+from . import _C, ops
 from ._spec import Spec
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -23,15 +23,18 @@ class AllReduceReport:
     poisoned_groups: int    # groups whose output is NaN (non-finite input or overflow)
     scale_exponent: int     # backward calls: the shared power-of-two exponent k
     exact_path: bool        # the small-message exact path ran
-    nonfinite_inputs: int   # NaN/Inf elements among the contributions
-    injected_error: float   # ||delta|| = ||y - sum_i x'_i||
-    net_error: float        # ||rho|| = ||y - sum_i x_i||
-    correction_norm: float  # ||C|| = ||sum_i (x'_i - x_i)||
-    sum_norm: float         # ||sum_i x_i||
+    # The rest is None on the GPU when the AllReduce was made with norms=False.
+    nonfinite_inputs: Optional[int]   # NaN/Inf elements among the contributions
+    injected_error: Optional[float]   # ||delta|| = ||y - sum_i x'_i||
+    net_error: Optional[float]        # ||rho|| = ||y - sum_i x_i||
+    correction_norm: Optional[float]  # ||C|| = ||sum_i (x'_i - x_i)||
+    sum_norm: Optional[float]         # ||sum_i x_i||
 
     @property
-    def relative_error(self) -> float:
-        """||rho|| / ||sum_i x_i|| (0 when the sum is 0)."""
+    def relative_error(self) -> Optional[float]:
+        """||rho|| / ||sum_i x_i|| (0 when the sum is 0; None without norms)."""
+        if self.net_error is None:
+            return None
         return self.net_error / self.sum_norm if self.sum_norm > 0 else 0.0
 
     @staticmethod
@@ -39,6 +42,28 @@ class AllReduceReport:
         v = values.detach().cpu().tolist()
         return AllReduceReport(direction, int(v[0]), int(v[1]), bool(v[2]), int(v[3]), v[4], v[5],
                                v[6], v[7])
+
+    @staticmethod
+    def from_device(direction: str, workspace: torch.Tensor, parts: Optional[torch.Tensor],
+                    compensated: Optional[torch.Tensor], out: Optional[torch.Tensor]) -> "AllReduceReport":
+        """The report of a GPU call: its workspace (copied to the host here, which waits for the
+        stream) and, when the call kept x', the norms of from_tensor computed on the GPU in float64,
+        rank sums in rank order as the reference forms them (the sums over elements are torch's, so
+        the norms may differ from the CPU's in the last bits)."""
+        poisoned, exponent, exact = _C.report_from_workspace(workspace.cpu())
+        if compensated is None or compensated.numel() == 0:
+            return AllReduceReport(direction, poisoned, exponent, exact, None, None, None, None, None)
+        x = parts.double()
+        xp = compensated.double()
+        sx, sxp = x[0].clone(), xp[0].clone()
+        for r in range(1, x.shape[0]):
+            sx += x[r]
+            sxp += xp[r]
+        y = out.double()
+        norm = lambda v: float(torch.linalg.vector_norm(v).item())  # noqa: E731
+        nonfinite = int((~torch.isfinite(parts)).sum().item())
+        return AllReduceReport(direction, poisoned, exponent, exact, nonfinite, norm(y - sxp), norm(y - sx),
+                               norm(sxp - sx), norm(sx))
 
 
 def _as_tensor(parts) -> torch.Tensor:
@@ -82,11 +107,14 @@ def _device(device, need_cuda_build: bool = True) -> torch.device:
 
 
 class _DirectionState:
-    """One direction's compensator state: m1, m2 [P, n] fp32, and whether a pass has begun."""
+    """One direction's compensator state and whether a pass has begun: on the CPU m1, m2 [P, n]
+    fp32; on the GPU one opaque uint8 tensor in the emulation kernel's layout (ops.state_bytes)."""
 
     def __init__(self):
         self.m1: Optional[torch.Tensor] = None
         self.m2: Optional[torch.Tensor] = None
+        self.state: Optional[torch.Tensor] = None
+        self.n = 0
         self.live = False
 
 
@@ -94,9 +122,15 @@ class AllReduce:
     """The Echo all-reduce over P emulated ranks: ar(parts [P, n]) -> [n], what every rank gets.
 
     Each direction ("forward", "backward") keeps its own per-rank compensator state across calls
-    until reset() (call it at the start of every pass; echotk.tensor_parallel does)."""
+    until reset() (call it at the start of every pass; echotk.tensor_parallel does).
 
-    def __init__(self, ranks: int, spec: Optional[Spec] = None, device="cpu"):
+    On the GPU each call is one launch sequence on the current stream with no host
+    synchronization; `report` reads the last call's report from the device when asked. norms=True
+    (the default) keeps each call's x' so that the report has its error norms; norms=False saves
+    that [P, n] fp32 buffer and its memory traffic on the GPU (the norm fields then read None). The
+    CPU reference always computes them."""
+
+    def __init__(self, ranks: int, spec: Optional[Spec] = None, device="cpu", norms: bool = True):
         self.spec = spec if spec is not None else Spec()
         if not isinstance(self.spec, Spec):
             raise TypeError(f"spec must be an echotk.Spec, got {type(self.spec).__name__}")
@@ -105,6 +139,7 @@ class AllReduce:
         self.device = _device(device)
         self.dtype = self.spec.dtype
         self._key = self.spec.key()
+        self.norms = bool(norms)
         self._states = {d: _DirectionState() for d in DIRECTIONS}
         self._report = None
 
@@ -121,6 +156,9 @@ class AllReduce:
         parts = _check_parts(parts, self.ranks, self.dtype, self.device)
         state = self._states[direction]
         n = parts.shape[1]
+        if parts.device.type == "cuda":
+            out = self._call_cuda(parts, state, direction)
+            return out.view(torch.uint16) if raw_bits else out
         if state.m1 is None or state.m1.shape[1] != n:
             if state.live:
                 raise ValueError(f"the {direction} state holds {state.m1.shape[1]} elements per rank "
@@ -133,15 +171,52 @@ class AllReduce:
         self._report = (direction, report)
         return out.view(torch.uint16) if raw_bits else out
 
+    def _call_cuda(self, parts: torch.Tensor, state: _DirectionState, direction: str) -> torch.Tensor:
+        n = parts.shape[1]
+        if state.state is None or state.n != n:
+            if state.live:
+                raise ValueError(f"the {direction} state holds {state.n} elements per rank but parts has "
+                                 f"{n}; call reset() between passes of different size")
+            # Not zeroed here: a state's first call is fresh, and the op resets it on the stream.
+            state.state = torch.empty(ops.state_bytes(self._key, self.ranks, n), dtype=torch.uint8,
+                                      device=parts.device)
+            state.n = n
+        out, workspace, compensated = torch.ops.echotk.emulate_allreduce(
+            parts, state.state, self._key, self.ranks, direction, not state.live, self.norms)
+        state.live = True
+        self._report = (direction, workspace, parts, compensated, out)
+        return out
+
     @property
     def report(self) -> Optional[AllReduceReport]:
-        """The last call's report (None before the first call)."""
+        """The last call's report (None before the first call). On the GPU this waits for the
+        stream; read it outside CUDA-graph capture (after a replay it describes the replayed call)."""
         if self._report is None:
             return None
+        if len(self._report) == 5:
+            return AllReduceReport.from_device(*self._report)
         return AllReduceReport.from_tensor(*self._report)
 
+    def state(self, direction: str = "forward") -> Optional[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
+        """The ranks' compensator averages of `direction` as host fp32 tensors (m1 [P, n], and m2
+        [P, n] in the dual mode, else None); None with the compensator off or no call since reset()."""
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+        state = self._states[direction]
+        if self.spec.compensator == "off" or not state.live:
+            return None
+        dual = self.spec.compensator == "dual"
+        if state.state is None:
+            return state.m1.clone(), state.m2.clone() if dual else None
+        m1 = torch.empty(self.ranks, state.n, dtype=torch.float32)
+        m2 = torch.empty(self.ranks, state.n, dtype=torch.float32) if dual else m1.new_empty(0)
+        _C.download_state_cuda(ops._handle(self._key, self.ranks), state.state, state.n, m1, m2,
+                               torch.cuda.current_stream(state.state.device).cuda_stream)
+        return m1, m2 if dual else None
+
     def __repr__(self):
-        return f"echotk.AllReduce(ranks={self.ranks}, spec={self.spec}, device='{self.device}')"
+        return (f"echotk.AllReduce(ranks={self.ranks}, spec={self.spec}, device='{self.device}'"
+                + ("" if self.norms else ", norms=False") + ")")
 
 
 class ExactAllReduce:

@@ -1,10 +1,15 @@
 """The all-reduce as torch custom ops (torch.library), with fake implementations for torch.compile.
 
-`echotk::allreduce(parts, m1, m2, spec, ranks, direction, fresh) -> (out, report)` mutates the
-compensator state m1, m2 ([P, n] fp32) in place; `echotk::exact_allreduce(parts, dtype, ranks)
--> (out, report)` is the exact sum. `report` is a float64 tensor of REPORT_SLOTS values
-(echotk.AllReduceReport names them). CPU tensors run the C++ reference; CUDA tensors run the
-one-GPU emulation kernel when the extension was built with it.
+`echotk::allreduce(parts, m1, m2, spec, ranks, direction, fresh) -> (out, report)` runs the C++
+reference on CPU tensors and mutates the compensator state m1, m2 ([P, n] fp32) in place; `report`
+is a float64 tensor of REPORT_SLOTS values (echotk.AllReduceReport names them).
+`echotk::emulate_allreduce(parts, state, spec, ranks, direction, fresh, keep_compensated) -> (out,
+workspace, compensated)` runs the one-GPU emulation kernel on CUDA tensors, on the current stream,
+with no host synchronization (CUDA graphs capture it): `state` is the direction's opaque uint8
+compensator state (mutated; reset first when fresh), `workspace` holds the report on the device
+(_C.report_from_workspace decodes a host copy), `compensated` is x' [P, n] fp32 when
+keep_compensated, else empty. `echotk::exact_allreduce(parts, dtype, ranks) -> (out, report)` is
+the exact sum on either device.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ def _handle(spec_key: str, ranks: int):
 def _require_cuda_build():
     if not getattr(_C, "HAS_CUDA", False):
         raise RuntimeError("echotk was built without CUDA: device='cuda' needs the extension built "
-                           "with -C cmake.define.ECHO_ENABLE_CUDA=ON on a machine with nvcc")
+                           "with `pip install . -C cmake.define.ECHO_PYTHON_CUDA=ON` on a machine with nvcc")
 
 
 @torch.library.custom_op("echotk::allreduce", mutates_args=("m1", "m2"))
@@ -36,15 +41,10 @@ def allreduce(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, spec: str
     out = torch.empty(parts.shape[1], dtype=parts.dtype, device=parts.device)
     report = torch.zeros(REPORT_SLOTS, dtype=torch.float64, device=parts.device)
     handle = _handle(spec, ranks)
-    if parts.device.type == "cpu":
-        _C.allreduce(handle, direction, parts, out, m1, m2, fresh, report)
-    elif parts.device.type == "cuda":
-        _require_cuda_build()
-        # The kernel runs on the caller's current stream (CUDA graphs capture it there).
-        _C.allreduce_cuda(handle, direction, parts, out, m1, m2, fresh, report,
-                          torch.cuda.current_stream(parts.device).cuda_stream)
-    else:
-        raise ValueError(f"parts is on {parts.device}; echotk runs on cpu or cuda")
+    if parts.device.type != "cpu":
+        raise ValueError(f"parts is on {parts.device}; echotk::allreduce takes CPU tensors "
+                         "(CUDA tensors: echotk::emulate_allreduce)")
+    _C.allreduce(handle, direction, parts, out, m1, m2, fresh, report)
     return out, report
 
 
@@ -52,6 +52,37 @@ def allreduce(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, spec: str
 def _(parts, m1, m2, spec, ranks, direction, fresh):
     return (parts.new_empty(parts.shape[1]),
             parts.new_empty(REPORT_SLOTS, dtype=torch.float64))
+
+
+def state_bytes(spec: str, ranks: int, n: int) -> int:
+    """Bytes of one direction's GPU compensator state for n elements per rank (0: compensator off)."""
+    _require_cuda_build()
+    return _C.emulate_state_bytes(_handle(spec, ranks), n)
+
+
+@torch.library.custom_op("echotk::emulate_allreduce", mutates_args=("state",))
+def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks: int, direction: str,
+                      fresh: bool, keep_compensated: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if parts.device.type != "cuda":
+        raise ValueError(f"parts is on {parts.device}; echotk::emulate_allreduce takes CUDA tensors")
+    _require_cuda_build()
+    n = parts.shape[1]
+    out = torch.empty(n, dtype=parts.dtype, device=parts.device)
+    workspace = torch.empty(_C.WORKSPACE_BYTES, dtype=torch.uint8, device=parts.device)
+    shape = (ranks, n) if keep_compensated else (0,)
+    compensated = torch.empty(shape, dtype=torch.float32, device=parts.device)
+    with torch.cuda.device(parts.device):
+        # The kernel runs on the caller's current stream (CUDA graphs capture it there).
+        _C.allreduce_cuda(_handle(spec, ranks), direction, parts, out, state, fresh, workspace, compensated,
+                          torch.cuda.current_stream(parts.device).cuda_stream)
+    return out, workspace, compensated
+
+
+@emulate_allreduce.register_fake
+def _(parts, state, spec, ranks, direction, fresh, keep_compensated):
+    n = parts.shape[1]
+    return (parts.new_empty(n), parts.new_empty(_C.WORKSPACE_BYTES, dtype=torch.uint8),
+            parts.new_empty((ranks, n) if keep_compensated else (0,), dtype=torch.float32))
 
 
 @torch.library.custom_op("echotk::exact_allreduce", mutates_args=())
@@ -63,7 +94,7 @@ def exact_allreduce(parts: torch.Tensor, dtype: str, ranks: int) -> Tuple[torch.
         return out, report
     # Elsewhere the same arithmetic in torch: fp32 adds in rank order, one rounding to dtype
     # (round to nearest even), as echo::exact_allreduce does. The report holds only exact_path.
-    acc = parts[0].float()
+    acc = parts[0].to(torch.float32, copy=True)  # a new tensor: an op's output may not alias its input
     for r in range(1, parts.shape[0]):
         acc = acc + parts[r].float()
     report = torch.zeros(REPORT_SLOTS, dtype=torch.float64, device=parts.device)

@@ -10,14 +10,20 @@
 #include "echo/status.h"
 
 namespace echotk {
-namespace {
 
-// Status -> Python exception: ValueError for bad arguments, RuntimeError otherwise.
 void raise_if_error(const echo::Status& status) {
   if (status.ok()) return;
   if (status.code() == echo::StatusCode::kInvalidArgument) throw nb::value_error(status.message().c_str());
   throw std::runtime_error(std::string(echo::status_code_name(status.code())) + ": " + status.message());
 }
+
+echo::Direction parse_direction(const std::string& direction) {
+  if (direction == "forward") return echo::Direction::kForward;
+  if (direction == "backward") return echo::Direction::kBackward;
+  throw nb::value_error(("direction must be 'forward' or 'backward', got '" + direction + "'").c_str());
+}
+
+namespace {
 
 template <typename T>
 T parse_name(const std::optional<T>& parsed, const char* what, const std::string& name,
@@ -61,12 +67,6 @@ SpecHandle make_spec(int bits, int group, const std::string& quantizer, const st
   h.ranks = ranks;
   raise_if_error(s.validate(ranks));
   return h;
-}
-
-echo::Direction parse_direction(const std::string& direction) {
-  if (direction == "forward") return echo::Direction::kForward;
-  if (direction == "backward") return echo::Direction::kBackward;
-  throw nb::value_error(("direction must be 'forward' or 'backward', got '" + direction + "'").c_str());
 }
 
 // The replay metrics of one call (sim/src/replay.cpp): sums over ranks in order, in float64.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include <nanobind/nanobind.h>
 
@@ -30,5 +31,13 @@ struct SpecHandle {
 };
 
 void register_allreduce(nanobind::module_& m);
+
+// Status -> Python exception: ValueError for bad arguments (kInvalidArgument), RuntimeError otherwise.
+void raise_if_error(const echo::Status& status);
+// "forward" | "backward"; ValueError otherwise.
+echo::Direction parse_direction(const std::string& direction);
+
+// The one-GPU emulation kernel's entry points (allreduce_cuda_binding.cpp; CUDA builds only).
+void register_allreduce_cuda(nanobind::module_& m);
 
 }  // namespace echotk

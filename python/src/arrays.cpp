@@ -34,11 +34,16 @@ const char* device_string(int device_type) {
   }
 }
 
+}  // namespace
+
 // Device, ndim, shape and C-contiguity (strides of dimensions of size 1 do not matter).
-void check_layout(const AnyArray& a, const char* name, std::initializer_list<std::int64_t> shape) {
-  if (a.device_type() != nb::device::cpu::value) {
-    throw nb::value_error((std::string(name) + " is on " + device_string(a.device_type()) +
-                           "; this call takes CPU arrays").c_str());
+void check_layout(const AnyArray& a, const char* name, std::initializer_list<std::int64_t> shape,
+                  int device_type) {
+  if (a.device_type() != device_type) {
+    const bool cpu = device_type == nb::device::cpu::value;
+    throw nb::value_error((std::string(name) + " is on " +
+                           (a.device_type() == nb::device::cpu::value ? "cpu" : device_string(a.device_type())) +
+                           (cpu ? "; this call takes CPU arrays" : "; this call takes CUDA device arrays")).c_str());
   }
   if (a.ndim() != shape.size()) {
     throw nb::value_error((std::string(name) + " must have " + std::to_string(shape.size()) +
@@ -62,8 +67,6 @@ void check_layout(const AnyArray& a, const char* name, std::initializer_list<std
   }
 }
 
-}  // namespace
-
 std::string shape_string(const AnyArray& a) {
   std::string s = "[";
   for (std::size_t i = 0; i < a.ndim(); ++i) {
@@ -74,8 +77,8 @@ std::string shape_string(const AnyArray& a) {
 }
 
 Storage check_values(const AnyArray& a, const char* name, echo::DType dtype,
-                     std::initializer_list<std::int64_t> shape) {
-  check_layout(a, name, shape);
+                     std::initializer_list<std::int64_t> shape, int device_type) {
+  check_layout(a, name, shape, device_type);
   const nb::dlpack::dtype t = a.dtype();
   switch (dtype) {
     case echo::DType::kFloat32:
@@ -95,17 +98,25 @@ Storage check_values(const AnyArray& a, const char* name, echo::DType dtype,
                             .c_str());
 }
 
-void check_float32(const AnyArray& a, const char* name, std::initializer_list<std::int64_t> shape) {
-  check_layout(a, name, shape);
+void check_float32(const AnyArray& a, const char* name, std::initializer_list<std::int64_t> shape,
+                   int device_type) {
+  check_layout(a, name, shape, device_type);
   if (!is(a.dtype(), Code::Float, 32)) {
     throw nb::value_error((std::string(name) + " must be float32, got " + dtype_string(a.dtype())).c_str());
   }
 }
 
 void check_float64(const AnyArray& a, const char* name, std::initializer_list<std::int64_t> shape) {
-  check_layout(a, name, shape);
+  check_layout(a, name, shape, nb::device::cpu::value);
   if (!is(a.dtype(), Code::Float, 64)) {
     throw nb::value_error((std::string(name) + " must be float64, got " + dtype_string(a.dtype())).c_str());
+  }
+}
+
+void check_uint8(const AnyArray& a, const char* name, std::int64_t bytes, int device_type) {
+  check_layout(a, name, {bytes}, device_type);
+  if (!is(a.dtype(), Code::UInt, 8)) {
+    throw nb::value_error((std::string(name) + " must be uint8, got " + dtype_string(a.dtype())).c_str());
   }
 }
 

@@ -4,10 +4,15 @@
 #include "allreduce_binding.h"
 
 NB_MODULE(_C, m) {
-  m.doc() = "Echo all-reduce reference over DLPack arrays (torch CPU tensors, numpy arrays)";
+  m.doc() = "Echo all-reduce over DLPack arrays: the CPU reference, and the one-GPU emulation kernel";
   // Spec handles cached by echotk.ops live until interpreter exit; that is not a leak.
   nanobind::set_leak_warnings(false);
   echotk::register_allreduce(m);
+#ifdef ECHOTK_HAVE_CUDA
+  echotk::register_allreduce_cuda(m);
+  m.attr("HAS_CUDA") = true;
+#else
   // No CUDA entry point in this build: echotk raises a clear error for device='cuda'.
   m.attr("HAS_CUDA") = false;
+#endif
 }

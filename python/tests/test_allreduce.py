@@ -275,3 +275,21 @@ def test_extension_rejects_bad_arrays_directly():
     with pytest.raises(ValueError, match="state m1"):
         _C.allreduce(handle, "forward", np.zeros((2, 8), np.uint16), out, state[:, :4].copy(), state,
                      True, report)
+
+
+def test_state_reads_the_averages_of_each_direction():
+    x = torch.randn(3, 500).bfloat16()
+    ar = echotk.AllReduce(ranks=3)
+    assert ar.state("forward") is None  # before any call
+    ar(x)
+    m1, m2 = ar.state("forward")
+    assert m1.shape == m2.shape == (3, 500) and torch.any(m1 != 0) and torch.any(m2 != 0)
+    assert ar.state("backward") is None
+    ar.reset()
+    assert ar.state("forward") is None
+    single = echotk.AllReduce(ranks=3, spec=echotk.Spec(compensator="single"))
+    single(x)
+    assert single.state()[1] is None
+    off = echotk.AllReduce(ranks=3, spec=echotk.Spec(compensator="off"))
+    off(x)
+    assert off.state() is None

@@ -68,7 +68,8 @@ def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks
     _require_cuda_build()
     n = parts.shape[1]
     out = torch.empty(n, dtype=parts.dtype, device=parts.device)
-    workspace = torch.empty(_C.WORKSPACE_BYTES, dtype=torch.uint8, device=parts.device)
+    # Zeroed: the kernel writes only the report's bytes, and the op's outputs must be deterministic.
+    workspace = torch.zeros(_C.WORKSPACE_BYTES, dtype=torch.uint8, device=parts.device)
     shape = (ranks, n) if keep_compensated else (0,)
     compensated = torch.empty(shape, dtype=torch.float32, device=parts.device)
     with torch.cuda.device(parts.device):
@@ -98,7 +99,7 @@ def exact_allreduce(parts: torch.Tensor, dtype: str, ranks: int) -> Tuple[torch.
     for r in range(1, parts.shape[0]):
         acc = acc + parts[r].float()
     report = torch.zeros(REPORT_SLOTS, dtype=torch.float64, device=parts.device)
-    report[2] = 1.0
+    report.narrow(0, 2, 1).fill_(1.0)  # a fill, not a copy from the host: CUDA graphs can capture it
     return acc.to(parts.dtype), report
 
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include <cuda_runtime_api.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
 #include "allreduce_binding.h"

@@ -93,6 +93,17 @@ def _check_parts(parts: torch.Tensor, ranks: int, dtype: str, device: torch.devi
     return parts
 
 
+def _call_arguments(parts, direction: str, ranks: int, dtype: str,
+                    device: torch.device) -> Tuple[torch.Tensor, bool]:
+    """What every all-reduce call checks first: the direction, and parts as a checked tensor;
+    raw_bits says parts came as uint16 bits, so the result goes back as bits too."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+    parts = _as_tensor(parts)
+    raw_bits = parts.dtype == torch.uint16
+    return _check_parts(parts, ranks, dtype, device), raw_bits
+
+
 def _device(device, need_cuda_build: bool = True) -> torch.device:
     device = torch.device(device)
     if device.type == "cuda":
@@ -149,11 +160,7 @@ class AllReduce:
             state.live = False
 
     def __call__(self, parts, direction: str = "forward"):
-        if direction not in DIRECTIONS:
-            raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
-        parts = _as_tensor(parts)
-        raw_bits = parts.dtype == torch.uint16
-        parts = _check_parts(parts, self.ranks, self.dtype, self.device)
+        parts, raw_bits = _call_arguments(parts, direction, self.ranks, self.dtype, self.device)
         state = self._states[direction]
         n = parts.shape[1]
         if parts.device.type == "cuda":
@@ -237,11 +244,7 @@ class ExactAllReduce:
         pass
 
     def __call__(self, parts, direction: str = "forward"):
-        if direction not in DIRECTIONS:
-            raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
-        parts = _as_tensor(parts)
-        raw_bits = parts.dtype == torch.uint16
-        parts = _check_parts(parts, self.ranks, self.dtype, self.device)
+        parts, raw_bits = _call_arguments(parts, direction, self.ranks, self.dtype, self.device)
         out, report = torch.ops.echotk.exact_allreduce(parts, self.dtype, self.ranks)
         self._report = (direction, report)
         return out.view(torch.uint16) if raw_bits else out

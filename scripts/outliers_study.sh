@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The measurements of docs/outliers.md: SmolLM2 perplexity rows (per-window CSVs) for the transport
+# options on Moby-Dick and on the State of the Union, with per-site precision calibrated on the
+# other text. Usage: scripts/outliers_study.sh OUT_DIR [moby|sotu|calibrate]...
+# (default: calibrate moby sotu). Each row: about 20 s on one idle core. Needs build/bin/echotk,
+# the model (scripts/setup_model.sh) and a Python with h5py and numpy in $PYTHON for the
+# calibration (tools/rank_sites.py).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/outliers_study.sh OUT_DIR [moby|sotu|calibrate]...}
+shift
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(calibrate moby sotu)
+mkdir -p "$out"
+echotk=build/bin/echotk
+python=${PYTHON:-python3}
+moby=data/smollm2/moby-dick.txt.gz
+sotu=data/smollm2/state-of-the-union-2009-2021.txt.gz
+top=${ECHO_EIGHT_BIT_SITES:-4}
+
+row() {  # row TEXT NAME OPTIONS...
+  local text=$1 name=$2
+  shift 2
+  [ -s "$out/$name.csv" ] && return 0
+  "$echotk" ppl --text "$text" --windows 16 --length 512 --threads 1 --ranks 4 --csv "$out/$name.csv" "$@" \
+    >"$out/$name.log" 2>/dev/null
+}
+
+sites_of() { tail -1 "$out/sites-$1.txt"; }
+
+calibrate() {
+  # Moby rows use sites ranked on the State of the Union, and the other way round.
+  "$echotk" capture --text "$sotu" --passes 2 --length 64 --no-hidden-states --out "$out/calib-sotu.h5" \
+    >"$out/calib-sotu.log" 2>&1
+  "$python" tools/rank_sites.py "$out/calib-sotu.h5" --top "$top" >"$out/sites-for-moby.txt"
+  "$python" tools/rank_sites.py data/smollm2/trace-p4-moby-2x16.h5 --top "$top" >"$out/sites-for-sotu.txt"
+  rm -f "$out/calib-sotu.h5"
+}
+
+rows() {  # rows TEXT PREFIX SITES
+  local t=$1 p=$2 s=$3
+  row "$t" "$p-16bit" --allreduce exact
+  row "$t" "$p-echo4" --allreduce echo
+  row "$t" "$p-nocomp4" --allreduce echo --compensator off
+  row "$t" "$p-out1" --allreduce echo --outliers 1
+  row "$t" "$p-rot" --allreduce echo --rotation hadamard
+  row "$t" "$p-rot-out1" --allreduce echo --rotation hadamard --outliers 1
+  row "$t" "$p-sites8" --allreduce echo --eight-bit-sites "$s"
+  row "$t" "$p-rot-sites8" --allreduce echo --rotation hadamard --eight-bit-sites "$s"
+  row "$t" "$p-rot-local1" --allreduce echo --rotation hadamard --residual local --eta 1
+  row "$t" "$p-out2" --allreduce echo --outliers 2
+  row "$t" "$p-rot-out1-sites8-local1" --allreduce echo --rotation hadamard --outliers 1 \
+    --eight-bit-sites "$s" --residual local --eta 1
+  row "$t" "$p-rot-sites8-local1" --allreduce echo --rotation hadamard --eight-bit-sites "$s" --residual local --eta 1
+  row "$t" "$p-out1-local1" --allreduce echo --outliers 1 --residual local --eta 1
+  row "$t" "$p-rot-nocomp4" --allreduce echo --rotation hadamard --compensator off
+  row "$t" "$p-echo8" --allreduce echo --bits 8
+}
+
+for part in "${parts[@]}"; do
+  case $part in
+    calibrate) calibrate ;;
+    moby) rows "$moby" moby "$(sites_of for-moby)" ;;
+    sotu) rows "$sotu" sotu "$(sites_of for-sotu)" ;;
+    *) echo "unknown part $part" >&2; exit 2 ;;
+  esac
+done

@@ -45,13 +45,12 @@ rows() {  # rows TEXT PREFIX SITES: most informative first
   row "$t" "$p-rot" --allreduce echo --rotation hadamard
   row "$t" "$p-sites8" --allreduce echo --eight-bit-sites "$s"
   row "$t" "$p-nocomp4" --allreduce echo --compensator off
-  row "$t" "$p-out1-sites8" --allreduce echo --outliers 1 --eight-bit-sites "$s"
   row "$t" "$p-rot-sites8" --allreduce echo --rotation hadamard --eight-bit-sites "$s"
-  row "$t" "$p-out2" --allreduce echo --outliers 2
-  row "$t" "$p-out1-sites8-local1" --allreduce echo --outliers 1 --eight-bit-sites "$s" --residual local --eta 1
-  row "$t" "$p-rot-out1" --allreduce echo --rotation hadamard --outliers 1
   row "$t" "$p-rot-local1" --allreduce echo --rotation hadamard --residual local --eta 1
+  row "$t" "$p-out2" --allreduce echo --outliers 2
   row "$t" "$p-out1-local1" --allreduce echo --outliers 1 --residual local --eta 1
+  row "$t" "$p-rot-out1" --allreduce echo --rotation hadamard --outliers 1
+  row "$t" "$p-rot-sites8-local1" --allreduce echo --rotation hadamard --eight-bit-sites "$s" --residual local --eta 1
   row "$t" "$p-echo8" --allreduce echo --bits 8
 }
 
@@ -65,8 +64,6 @@ replay_row() {  # replay_row NAME OPTIONS...: the recorded trace's error process
 }
 
 replays() {
-  local s
-  s=$(sites_of for-moby)
   replay_row echo4
   replay_row nocomp4 --compensator off
   replay_row out1 --outliers 1
@@ -75,6 +72,9 @@ replays() {
   replay_row rot-out1 --rotation hadamard --outliers 1
   replay_row rot-local1 --rotation hadamard --residual local --eta 1
   replay_row rot-nocomp4 --rotation hadamard --compensator off
+  replay_row out1-nocomp4 --outliers 1 --compensator off
+  replay_row out2-nocomp4 --outliers 2 --compensator off
+  replay_row out1-local1 --outliers 1 --residual local --eta 1
   replay_row wide --overflow-groups wide
   replay_row echo8 --bits 8
 }

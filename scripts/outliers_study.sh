@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The measurements of docs/outliers.md: SmolLM2 perplexity rows (per-window CSVs) for the transport
 # options on Moby-Dick and on the State of the Union, with per-site precision calibrated on the
-# other text. Usage: scripts/outliers_study.sh OUT_DIR [calibrate|moby|sotu|replay]...
+# other text. Usage: scripts/outliers_study.sh OUT_DIR [calibrate|moby|sotu|replay|groups]...
 # (default: calibrate moby sotu). ECHOTK names the binary (default build/bin/echotk). Each row: about 20 s on one idle core. Needs build/bin/echotk,
 # the model (scripts/setup_model.sh) and a Python with h5py and numpy in $PYTHON for the
 # calibration (tools/rank_sites.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: scripts/outliers_study.sh OUT_DIR [calibrate|moby|sotu|replay]...}
+out=${1:?usage: scripts/outliers_study.sh OUT_DIR [calibrate|moby|sotu|replay|groups]...}
 shift
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(calibrate moby sotu)
@@ -54,6 +54,12 @@ rows() {  # rows TEXT PREFIX SITES: most informative first
   row "$t" "$p-echo8" --allreduce echo --bits 8
 }
 
+groups() {  # the rotation with the local residual at other group sizes
+  row "$moby" moby-rot256-local1 --allreduce echo --rotation hadamard --residual local --eta 1 --group 256
+  row "$moby" moby-rot64-local1 --allreduce echo --rotation hadamard --residual local --eta 1 --group 64
+  row "$sotu" sotu-rot64-local1 --allreduce echo --rotation hadamard --residual local --eta 1 --group 64
+}
+
 replay_row() {  # replay_row NAME OPTIONS...: the recorded trace's error process under one variant
   local name=$1
   shift
@@ -85,6 +91,7 @@ for part in "${parts[@]}"; do
     moby) rows "$moby" moby "$(sites_of for-moby)" ;;
     sotu) rows "$sotu" sotu "$(sites_of for-sotu)" ;;
     replay) replays ;;
+    groups) groups ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
 done

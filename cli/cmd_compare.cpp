@@ -31,6 +31,9 @@ struct CompareArgs {
   int bits = 4;
   int group = kDefaultGroup;
   std::string state_dtype = "fp32";
+  int outliers = 0;
+  std::string overflow_groups = "poison";
+  std::string rotation = "none";
   std::string json;
   std::string emit_trace;
 };
@@ -87,6 +90,7 @@ void run_compare(const CompareArgs& args) {
   AllReduceSpec base;
   base.quant.bits = args.bits;
   base.quant.group = args.group;
+  apply_transport_options(args.outliers, args.overflow_groups, args.rotation, &base.quant);
   base.dtype = DType::kFloat32;
   CompensatorSpec coefficients;
   coefficients.state_dtype = *parse_dtype(args.state_dtype);
@@ -166,6 +170,7 @@ void register_compare(CLI::App& app) {
   cmd->add_option("--bits", args->bits, "bit width")->check(CLI::Range(kMinBits, kMaxBits))->capture_default_str();
   cmd->add_option("--group", args->group, "group size")->check(CLI::Range(kMinGroup, kMaxGroup))->capture_default_str();
   add_state_dtype_option(cmd, &args->state_dtype);
+  add_transport_options(cmd, {&args->outliers, &args->overflow_groups, &args->rotation});
   cmd->add_option("--json", args->json, "also write the rows (and E_k vs depth) as JSON");
   cmd->add_option("--emit-trace", args->emit_trace, "synthetic: also write the exact run as an echo trace");
   cmd->callback([args] { run_compare(*args); });

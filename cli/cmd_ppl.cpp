@@ -46,6 +46,13 @@ void run_ppl(const PplArgs& args) {
   check(kCommand, model::load_model_and_windows(args.run, args.text, args.windows, args.length, "--windows",
                                                 &llama, &ids, &starts));
 
+  for (int site : spec.eight_bit_sites) {
+    if (site >= llama.config().num_sites()) {
+      check(kCommand, Status(StatusCode::kInvalidArgument,
+                             "--eight-bit-sites: site " + std::to_string(site) + " is beyond the model's " +
+                                 std::to_string(llama.config().num_sites()) + " sites"));
+    }
+  }
   model::TensorParallel tp;
   check(kCommand, tp.configure(spec));
   // The per-window table is written once the run has finished and its summary printed, all or
@@ -81,6 +88,8 @@ void run_ppl(const PplArgs& args) {
   std::printf("model        %s (%s)\n", llama.config().name.c_str(), args.run.model_path.c_str());
   std::printf("text         %s (%zu tokens)\n", args.text.c_str(), ids.size());
   std::printf("allreduce    %s\n", model::describe(spec).c_str());
+  std::printf("wire bits    %.4f per element (codes, parameters, outlier entries; mean over %d sites)\n",
+              spec.wire_bits_per_element(llama.config().num_sites()), llama.config().num_sites());
   std::printf("windows      %zu x %d tokens, evenly spaced (%zu predictions)\n", s.windows,
               args.length, s.predictions);
   std::printf("mean nll     %.6f (standard error over windows %.6f)\n", s.mean_nll, s.nll_stderr);

@@ -17,7 +17,33 @@ AllReduceSpec SpecOptions::to_spec() const {
   spec.compensator.beta2 = beta2;
   spec.compensator.beta = beta;
   spec.compensator.state_dtype = *parse_dtype(state_dtype);
+  apply_transport_options(outliers, overflow_groups, rotation, &spec.quant);
   return spec;
+}
+
+void apply_transport_options(int outliers, const std::string& overflow_groups, const std::string& rotation,
+                             QuantSpec* quant) {
+  quant->outliers = outliers;
+  quant->overflow = *parse_overflow_groups(overflow_groups);
+  quant->rotation = *parse_rotation(rotation);
+}
+
+void add_transport_options(CLI::App* command, const TransportOptions& o) {
+  command->add_option("--outliers", *o.outliers,
+                      "per group, this many largest-magnitude values travel as bf16 with their index "
+                      "(0, 1 or 2; 4 wire bytes each; CPU reference only)")
+      ->check(CLI::Range(0, kMaxOutliers))
+      ->capture_default_str();
+  command->add_option("--overflow-groups", *o.overflow_groups,
+                      "a finite group whose scale overflows fp16: poison (NaN out, the CUDA path's "
+                      "behaviour) | wide (a flagged bf16 scale; CPU reference only)")
+      ->check(CLI::IsMember({"poison", "wide"}))
+      ->capture_default_str();
+  command->add_option("--rotation", *o.rotation,
+                      "none | hadamard (randomized Hadamard transform of every full group before "
+                      "quantization, inverted after; CPU reference only)")
+      ->check(CLI::IsMember({"none", "hadamard"}))
+      ->capture_default_str();
 }
 
 void add_spec_options(CLI::App* command, SpecOptions* o) {
@@ -56,6 +82,7 @@ void add_spec_options(CLI::App* command, SpecOptions* o) {
                       "messages of at most this many elements take the exact path: one fp32 sum of "
                       "every rank's x' (rounded to bf16 first in forward bf16 calls), rounded once")
       ->capture_default_str();
+  add_transport_options(command, {&o->outliers, &o->overflow_groups, &o->rotation});
 }
 
 void add_state_dtype_option(CLI::App* command, std::string* state_dtype) {

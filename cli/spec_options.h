@@ -23,14 +23,29 @@ struct SpecOptions {
   float beta = 0.4f;
   std::size_t exact_max_count = 0;
   std::string state_dtype = "fp32";
+  int outliers = 0;
+  std::string overflow_groups = "poison";
+  std::string rotation = "none";
 
   // Builds the spec; the caller validates it (AllReduceSpec::validate).
   AllReduceSpec to_spec() const;
 };
 
 // Adds --bits, --group, --quantizer, --compensator, --residual, --algorithm, --eta, --a, --beta1,
-// --beta2, --beta, --state-dtype and --exact-max-count to the subcommand.
+// --beta2, --beta, --state-dtype, --exact-max-count and the transport options to the subcommand.
 void add_spec_options(CLI::App* command, SpecOptions* options);
+
+// The transport options of issue 25 (docs/numerics.md 2.4-2.6), by themselves: --outliers,
+// --overflow-groups, --rotation.
+struct TransportOptions {
+  int* outliers;
+  std::string* overflow_groups;
+  std::string* rotation;
+};
+void add_transport_options(CLI::App* command, const TransportOptions& options);
+// Sets the quantizer spec's transport fields from the option values (already checked by CLI11).
+void apply_transport_options(int outliers, const std::string& overflow_groups, const std::string& rotation,
+                             QuantSpec* quant);
 // Adds --state-dtype alone (echotk compare, whose other options sweep a grid).
 void add_state_dtype_option(CLI::App* command, std::string* state_dtype);
 

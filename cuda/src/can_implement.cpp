@@ -15,6 +15,24 @@ Status can_implement(const AllReduceSpec& spec, int ranks) {
     return Status(StatusCode::kUnsupported, std::string("the CUDA path implements the owner algorithm only, got ") +
                                                 algorithm_name(spec.algorithm));
   }
+  // The transport options of docs/numerics.md 2.4-2.6 are specified and implemented in the CPU
+  // reference; the kernels implement the default of each (poisoned overflow groups).
+  const QuantSpec& q = spec.quant;
+  if (q.outliers != 0) {
+    return Status(StatusCode::kUnsupported,
+                  "the CUDA path implements outliers 0 only (outliers sent exactly are CPU reference "
+                  "only), got " + std::to_string(q.outliers));
+  }
+  if (q.overflow != OverflowGroups::kPoison) {
+    return Status(StatusCode::kUnsupported,
+                  std::string("the CUDA path implements overflow-groups poison only (wide groups are CPU "
+                              "reference only), got ") + overflow_groups_name(q.overflow));
+  }
+  if (q.rotation != Rotation::kNone) {
+    return Status(StatusCode::kUnsupported,
+                  std::string("the CUDA path implements rotation none only (the Hadamard rotation is CPU "
+                              "reference only), got ") + rotation_name(q.rotation));
+  }
   return Status::Ok();
 }
 

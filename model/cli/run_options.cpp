@@ -71,6 +71,12 @@ void add_run_options(CLI::App* command, RunOptions* o) {
                       "OpenMP threads for the forward pass (0: OMP_NUM_THREADS or all cores)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  command->add_option("--eight-bit-sites", o->eight_bit_sites,
+                      "comma-separated site indices (0-based reduce calls of a pass) whose Echo "
+                      "all-reduce uses 8-bit codes; the others use --bits (tools/rank_sites.py "
+                      "picks them from a captured trace)")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
 }
 
 Status make_tensor_parallel_spec(const RunOptions& o, const AllReduceSpec& allreduce,
@@ -83,6 +89,7 @@ Status make_tensor_parallel_spec(const RunOptions& o, const AllReduceSpec& allre
   s.mode = o.reduce == "echo" ? ReduceMode::kEcho : ReduceMode::kExact;
   s.allreduce = allreduce;
   s.allreduce.dtype = s.dtype;
+  s.eight_bit_sites = o.eight_bit_sites;
   Status status = s.validate();
   if (!status.ok()) return status;
   *spec = s;
@@ -105,8 +112,20 @@ std::string describe(const TensorParallelSpec& spec) {
   }
   const AllReduceSpec& ar = spec.allreduce;
   out << "echo " << ar.quant.bits << "-bit " << quantizer_name(ar.quant.kind)
-      << " g=" << ar.quant.group << " " << algorithm_name(ar.algorithm) << " "
-      << compensator_mode_name(ar.compensator.mode);
+      << " g=" << ar.quant.group << " " << algorithm_name(ar.algorithm) << " ";
+  if (!spec.eight_bit_sites.empty()) {
+    out << "8-bit at sites ";
+    for (std::size_t i = 0; i < spec.eight_bit_sites.size(); ++i) {
+      out << (i ? "," : "") << spec.eight_bit_sites[i];
+    }
+    out << " ";
+  }
+  if (ar.quant.outliers > 0) out << "outliers=" << ar.quant.outliers << " ";
+  if (ar.quant.rotation != Rotation::kNone) out << "rotation=" << rotation_name(ar.quant.rotation) << " ";
+  if (ar.quant.overflow != OverflowGroups::kPoison) {
+    out << "overflow-groups=" << overflow_groups_name(ar.quant.overflow) << " ";
+  }
+  out << compensator_mode_name(ar.compensator.mode);
   if (ar.compensator.mode != CompensatorMode::kOff) {
     out << "(" << residual_mode_name(ar.compensator.residual) << ", eta=" << ar.compensator.eta;
     if (ar.compensator.mode == CompensatorMode::kDual) {

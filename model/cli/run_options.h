@@ -22,12 +22,13 @@ struct RunOptions {
   std::string reduce = "exact";
   std::string dtype = "bf16";
   int threads = 0;
+  std::vector<int> eight_bit_sites;  // --eight-bit-sites
 };
 
 // $ECHO_MODEL_GGUF, else ${ECHO_CACHE_DIR:-$HOME/.cache/echo}/smollm2/<file> (scripts/setup_model.sh).
 std::string default_model_path();
 
-// Adds --model, --ranks, --allreduce, --dtype and --threads.
+// Adds --model, --ranks, --allreduce, --dtype, --threads and --eight-bit-sites.
 void add_run_options(CLI::App* command, RunOptions* options);
 
 // Builds and validates the spec from the options and the all-reduce's parameters (used when

@@ -1,5 +1,6 @@
 #include "echo/model/tensor_parallel.h"
 
+#include <algorithm>
 #include <string>
 
 namespace echo::model {
@@ -15,11 +16,36 @@ Status TensorParallelSpec::validate() const {
                       std::to_string(ranks));
   }
   if (mode == ReduceMode::kEcho) {
+    for (int site : eight_bit_sites) {
+      if (site < 0) {
+        return Status(StatusCode::kInvalidArgument,
+                      "eight-bit sites must be site indices >= 0, got " + std::to_string(site));
+      }
+    }
     AllReduceSpec effective = allreduce;
     effective.dtype = dtype;
+    effective.quant.bits = eight_bit_sites.empty() ? allreduce.quant.bits : 8;
+    if (Status s = effective.validate(ranks); !s.ok()) return s;
+    effective.quant.bits = allreduce.quant.bits;
     return effective.validate(ranks);
   }
   return Status::Ok();
+}
+
+AllReduceSpec TensorParallelSpec::site_spec(int site) const {
+  AllReduceSpec spec = allreduce;
+  spec.dtype = dtype;
+  if (std::find(eight_bit_sites.begin(), eight_bit_sites.end(), site) != eight_bit_sites.end()) {
+    spec.quant.bits = 8;
+  }
+  return spec;
+}
+
+double TensorParallelSpec::wire_bits_per_element(int sites) const {
+  if (mode == ReduceMode::kExact || sites <= 0) return 8.0 * static_cast<double>(dtype_size(dtype));
+  double total = 0.0;
+  for (int site = 0; site < sites; ++site) total += site_spec(site).quant.wire_bits_per_element();
+  return total / sites;
 }
 
 std::size_t slice_begin(std::size_t in_features, int ranks, int rank) {
@@ -76,8 +102,8 @@ Status TensorParallel::reduce(int site, SiteKind kind, const Matrix& input, cons
     return Status::Ok();
   }
   AllReduceReport report;
-  Status status = allreduce(spec_.allreduce, ranks, count, inputs, outputs, states_.data(),
-                            nullptr, &report);
+  Status status = allreduce(spec_.eight_bit_sites.empty() ? spec_.allreduce : spec_.site_spec(site), ranks,
+                            count, inputs, outputs, states_.data(), nullptr, &report);
   if (!status.ok()) {
     return Status(status.code(), "all-reduce at site " + std::to_string(site) + ": " +
                                      status.message());

@@ -11,6 +11,7 @@
 
 #include "echo/numerics/backward_scale.h"
 #include "echo/numerics/compensator_step.h"
+#include "echo/rotation.h"
 #include "quantize_detail.h"
 
 namespace echo {
@@ -20,14 +21,30 @@ using Buffer = std::vector<float>;
 
 // One quantize -> dequantize of a segment, as a receiver sees it (poisoned groups surface in the
 // gather, which quantizes the sum they make non-finite).
-void transport(const QuantSpec& spec, const float* values, std::size_t len, float* out,
-               std::vector<std::uint8_t>& codes, std::vector<GroupParams>& params,
+// Rotation is outside it: the quantized path runs on rotated values (Workspace::quantized_send).
+struct Encoded {
+  std::vector<std::uint8_t> codes;
+  std::vector<GroupParams> params;
+  std::vector<OutlierEntry> outliers;
+};
+
+std::size_t encode(const QuantSpec& spec, const float* values, std::size_t len, Encoded& enc,
+                   Alteration alteration) {
+  enc.codes.resize(len);
+  enc.params.resize(spec.num_groups(len));
+  enc.outliers.resize(spec.num_groups(len) * static_cast<std::size_t>(spec.outliers));
+  return detail::quantize(spec, values, len, enc.codes.data(), enc.params.data(), enc.outliers.data(),
+                          alteration == Alteration::kScaleRoundedToNearest);
+}
+
+void decode(const QuantSpec& spec, const Encoded& enc, std::size_t len, float* out) {
+  dequantize(spec, enc.codes.data(), enc.params.data(), len, out, enc.outliers.data());
+}
+
+void transport(const QuantSpec& spec, const float* values, std::size_t len, float* out, Encoded& enc,
                Alteration alteration) {
-  codes.resize(len);
-  params.resize(spec.num_groups(len));
-  detail::quantize(spec, values, len, codes.data(), params.data(),
-                   alteration == Alteration::kScaleRoundedToNearest);
-  dequantize(spec, codes.data(), params.data(), len, out);
+  encode(spec, values, len, enc, alteration);
+  decode(spec, enc, len, out);
 }
 
 void scale_by_power_of_two(const float* in, std::size_t count, int k, float* out) {
@@ -63,30 +80,36 @@ struct Workspace {
   std::vector<Buffer> residual;  // local-mode residual per rank
   std::vector<Buffer> rounded;   // exact path, forward bf16: x' rounded to bf16 per rank
   std::vector<Buffer> y;         // each rank's reduced result
+  std::vector<Buffer> rotated;   // rotation: x' (or x' * 2^k) rotated group by group, per rank
   Buffer acc;                    // owner sums (send units)
   Buffer u;                      // global-mode residual of one rank
   bool use_scaled = false;
+  bool use_rotated = false;
   const float* send(int rank) const {
     return use_scaled ? scaled[rank].data() : x_prime[rank].data();
+  }
+  // What the quantized path sends: send(rank), rotated when the spec rotates.
+  const float* quantized_send(int rank) const {
+    return use_rotated ? rotated[rank].data() : send(rank);
   }
 };
 
 // Owner (or ring) reduce of segment j into acc; fills local residuals of the senders.
 void reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::size_t begin,
                     std::size_t len, float unscale, Workspace& ws, float* acc, Alteration alteration) {
-  std::vector<std::uint8_t> codes;
-  std::vector<GroupParams> params;
+  Encoded enc;
   Buffer received(len);
+  Buffer unrotated;
   const bool local = spec.compensator.residual == ResidualMode::kLocal &&
                      spec.compensator.mode != CompensatorMode::kOff;
   if (spec.algorithm == Algorithm::kRing) {
     // The partial sum starts at rank j+1 and ends at the owner j, requantized at every hop.
     const int first = (j + 1) % ranks;
-    std::copy_n(ws.send(first) + begin, len, acc);
+    std::copy_n(ws.quantized_send(first) + begin, len, acc);
     for (int hop = 1; hop < ranks; ++hop) {
       const int r = (first + hop) % ranks;
-      transport(spec.quant, acc, len, received.data(), codes, params, alteration);
-      const float* own = ws.send(r) + begin;
+      transport(spec.quant, acc, len, received.data(), enc, alteration);
+      const float* own = ws.quantized_send(r) + begin;
       for (std::size_t e = 0; e < len; ++e) acc[e] = received[e] + own[e];
     }
     return;
@@ -95,14 +118,21 @@ void reduce_segment(const AllReduceSpec& spec, int ranks, int j, std::size_t beg
   const bool reverse = alteration == Alteration::kRanksSummedInReverse;
   for (int step = 0; step < ranks; ++step) {
     const int i = reverse ? ranks - 1 - step : step;
-    const float* value = ws.send(i) + begin;
+    const float* value = ws.quantized_send(i) + begin;
     if (i != j) {
-      transport(spec.quant, value, len, received.data(), codes, params, alteration);
+      transport(spec.quant, value, len, received.data(), enc, alteration);
       value = received.data();
       if (local) {
+        // The residual is in the compensator's (unrotated) units: the push de-rotated.
+        const float* v = received.data();
+        if (ws.use_rotated) {
+          unrotated.assign(received.begin(), received.end());
+          unrotate_groups(spec.quant, unrotated.data(), len);
+          v = unrotated.data();
+        }
         float* u = ws.residual[i].data() + begin;
         const float* xp = ws.x_prime[i].data() + begin;
-        for (std::size_t e = 0; e < len; ++e) u[e] = numerics::local_residual(xp[e], received[e] * unscale);
+        for (std::size_t e = 0; e < len; ++e) u[e] = numerics::local_residual(xp[e], v[e] * unscale);
       }
     }
     if (step == 0) {
@@ -274,6 +304,16 @@ Status allreduce_altered(Alteration alteration, const AllReduceSpec& spec, int r
   }
   local_report.scale_exponent = k;
   const float unscale = numerics::pow2(-k);
+  const bool exact = count <= spec.exact_max_count;
+  // Rotation (quantized path only): every rank rotates the values it sends, the owner its own too.
+  ws.use_rotated = !exact && spec.quant.rotation != Rotation::kNone;
+  if (ws.use_rotated) {
+    size_buffers(ws.rotated, ranks, count);
+    for (int r = 0; r < ranks; ++r) {
+      std::copy_n(ws.send(r), count, ws.rotated[r].data());
+      rotate_groups(spec.quant, ws.rotated[r].data(), count);
+    }
+  }
 
   const bool local = compensate && comp.residual == ResidualMode::kLocal;
   const Segmentation seg(count, spec.quant.group, ranks);
@@ -287,7 +327,6 @@ Status allreduce_altered(Alteration alteration, const AllReduceSpec& spec, int r
   std::vector<Buffer>& y = ws.y;
   ws.acc.resize(count);
   Buffer& acc = ws.acc;
-  const bool exact = count <= spec.exact_max_count;
   const bool exact_rounded = exact && exact_path_rounds_x_prime(spec);
   if (exact) {
     local_report.exact_path = true;
@@ -314,22 +353,20 @@ Status allreduce_altered(Alteration alteration, const AllReduceSpec& spec, int r
     for (int r = 0; r < ranks; ++r) std::copy(acc.begin(), acc.end(), y[r].begin());
     local_report.poisoned_groups = count_nonfinite_groups(send.data(), ranks, count, spec.quant);
   } else {
-    std::vector<std::uint8_t> codes;
-    std::vector<GroupParams> params;
+    Encoded enc;
     for (int j = 0; j < ranks; ++j) {
       const std::size_t begin = seg.begin(j);
       const std::size_t len = seg.end(j) - begin;
       if (len == 0) continue;
       reduce_segment(spec, ranks, j, begin, len, unscale, ws, acc.data() + begin, alteration);
-      // Gather: the owner quantizes once; every rank dequantizes the same codes.
-      codes.resize(len);
-      params.resize(spec.quant.num_groups(len));
-      local_report.poisoned_groups +=
-          detail::quantize(spec.quant, acc.data() + begin, len, codes.data(), params.data(),
-                           alteration == Alteration::kScaleRoundedToNearest);
+      // Gather: the owner quantizes once; every rank dequantizes the same codes (and de-rotates).
+      local_report.poisoned_groups += encode(spec.quant, acc.data() + begin, len, enc, alteration);
       for (int r = 0; r < ranks; ++r) {
-        dequantize(spec.quant, codes.data(), params.data(), len, y[r].data() + begin);
+        decode(spec.quant, enc, len, y[r].data() + begin);
+        unrotate_groups(spec.quant, y[r].data() + begin, len);
       }
+      // The local residual's owner sum in unrotated units.
+      if (ws.use_rotated && local) unrotate_groups(spec.quant, acc.data() + begin, len);
     }
   }
 

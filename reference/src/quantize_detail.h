@@ -11,6 +11,6 @@ namespace echo::detail {
 // echo::quantize; round_scale_to_nearest is the deliberate mistake of echo/alteration.h (the fp16
 // scale rounded to nearest instead of up), false in every call of the all-reduce itself.
 std::size_t quantize(const QuantSpec& spec, const float* values, std::size_t count, std::uint8_t* codes,
-                     GroupParams* params, bool round_scale_to_nearest);
+                     GroupParams* params, OutlierEntry* outliers, bool round_scale_to_nearest);
 
 }  // namespace echo::detail

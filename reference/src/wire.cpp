@@ -8,11 +8,11 @@ namespace echo {
 
 std::size_t wire_bytes(const QuantSpec& spec, std::size_t count) {
   const std::size_t groups = spec.num_groups(count);
-  return groups * (spec.packed_group_bytes() + spec.param_bytes());
+  return groups * (spec.packed_group_bytes() + spec.param_bytes() + spec.outlier_bytes());
 }
 
 void pack_segment(const QuantSpec& spec, const std::uint8_t* codes, const GroupParams* params,
-                  std::size_t count, std::uint8_t* wire) {
+                  std::size_t count, std::uint8_t* wire, const OutlierEntry* outliers) {
   const std::size_t groups = spec.num_groups(count);
   const std::size_t code_bytes = groups * spec.packed_group_bytes();
   std::memset(wire, 0, code_bytes);
@@ -35,10 +35,19 @@ void pack_segment(const QuantSpec& spec, const std::uint8_t* codes, const GroupP
       p += 2;
     }
   }
+  const std::size_t entries = groups * static_cast<std::size_t>(spec.outliers);
+  for (std::size_t e = 0; e < entries; ++e) {
+    const OutlierEntry entry = outliers != nullptr ? outliers[e] : OutlierEntry{};
+    p[0] = static_cast<std::uint8_t>(entry.value & 0xFF);
+    p[1] = static_cast<std::uint8_t>(entry.value >> 8);
+    p[2] = static_cast<std::uint8_t>(entry.index & 0xFF);
+    p[3] = static_cast<std::uint8_t>(entry.index >> 8);
+    p += 4;
+  }
 }
 
 void unpack_segment(const QuantSpec& spec, const std::uint8_t* wire, std::size_t count,
-                    std::uint8_t* codes, GroupParams* params) {
+                    std::uint8_t* codes, GroupParams* params, OutlierEntry* outliers) {
   const std::size_t groups = spec.num_groups(count);
   const unsigned bits = static_cast<unsigned>(spec.bits);
   const unsigned mask = (1u << bits) - 1u;
@@ -60,6 +69,12 @@ void unpack_segment(const QuantSpec& spec, const std::uint8_t* wire, std::size_t
     } else {
       params[k].zero_point = implicit_zero;
     }
+  }
+  const std::size_t entries = groups * static_cast<std::size_t>(spec.outliers);
+  for (std::size_t e = 0; e < entries && outliers != nullptr; ++e) {
+    outliers[e].value = static_cast<std::uint16_t>(p[0] | (p[1] << 8));
+    outliers[e].index = static_cast<std::uint16_t>(p[2] | (p[3] << 8));
+    p += 4;
   }
 }
 

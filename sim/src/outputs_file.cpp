@@ -13,7 +13,8 @@ constexpr const char* kDataset = "/outputs";
 // Root attributes of a replay result that echotk verify's spec options also set.
 constexpr const char* kRecordedNames[] = {"dtype",       "algorithm", "quantizer", "bits",  "group",
                                           "compensator", "residual",  "eta",       "a",     "beta1",
-                                          "beta2",       "beta",      "state_dtype", "exact_max_count"};
+                                          "beta2",       "beta",      "state_dtype", "exact_max_count",
+                                          "outliers",    "overflow_groups", "rotation"};
 
 Status format_error(const std::string& path, const std::string& what) {
   return Status(StatusCode::kFormatError, path + ": '" + kDataset + "' " + what);

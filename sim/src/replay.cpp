@@ -36,6 +36,9 @@ void write_config_attributes(H5::H5File& file, const AllReduceSpec& spec, const 
   h5::write_double_attribute(file, "beta", spec.compensator.beta);
   h5::write_string_attribute(file, "state_dtype", dtype_name(spec.compensator.state_dtype));
   h5::write_int_attribute(file, "exact_max_count", static_cast<std::int64_t>(spec.exact_max_count));
+  h5::write_int_attribute(file, "outliers", spec.quant.outliers);
+  h5::write_string_attribute(file, "overflow_groups", overflow_groups_name(spec.quant.overflow));
+  h5::write_string_attribute(file, "rotation", rotation_name(spec.quant.rotation));
 }
 
 }  // namespace

@@ -131,6 +131,9 @@ std::string spec_value(const AllReduceSpec& spec, const std::string& name) {
   if (name == "beta") return float_text(c.beta);
   if (name == "state_dtype") return dtype_name(c.state_dtype);
   if (name == "exact_max_count") return std::to_string(spec.exact_max_count);
+  if (name == "outliers") return std::to_string(spec.quant.outliers);
+  if (name == "overflow_groups") return overflow_groups_name(spec.quant.overflow);
+  if (name == "rotation") return rotation_name(spec.quant.rotation);
   return "";
 }
 

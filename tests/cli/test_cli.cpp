@@ -316,6 +316,42 @@ BOOST_AUTO_TEST_CASE(replay_cuda_backend_refuses_what_it_does_not_implement) {
   BOOST_TEST(dir.entries() == 0u);
 }
 
+// The transport options (docs/numerics.md 2.4-2.6) reach replay and compare, are recorded in the
+// result, change the outputs, and are refused by the CUDA backend and when out of range.
+BOOST_AUTO_TEST_CASE(transport_options_reach_replay_and_compare) {
+  TempDir dir;
+  const std::string trace = data_path("tests/data/good_small.h5");
+  std::vector<float> outputs[2];
+  int k = 0;
+  for (const char* options : {"", " --outliers 2 --rotation hadamard --overflow-groups wide"}) {
+    const std::string out = dir.file("r" + std::to_string(k) + ".h5");
+    const Run r = run_echotk("replay " + trace + " --out " + out + " --save-outputs --quiet" + options);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+    H5::H5File file;
+    BOOST_TEST_REQUIRE(echo::h5::open_read(out, &file).ok());
+    std::optional<std::string> rotation;
+    BOOST_TEST_REQUIRE(echo::h5::read_string_attribute(file, out, "rotation", &rotation).ok());
+    BOOST_TEST_REQUIRE(rotation.has_value());
+    BOOST_TEST(*rotation == (k == 0 ? "none" : "hadamard"));
+    outputs[k].resize(2 * 3 * 4 * 300);
+    echo::h5::read_block(file.openDataSet("/outputs"), {0, 0, 0, 0}, {2, 3, 4, 300}, H5::PredType::NATIVE_FLOAT,
+                         outputs[k].data());
+    ++k;
+  }
+  BOOST_TEST(echo::test::first_bit_difference(outputs[0].data(), outputs[1].data(), outputs[0].size()) != -1);
+  Run r = run_echotk("replay " + trace + " --out " + dir.file("c.h5") + " --backend cuda --outliers 1");
+  BOOST_TEST(r.exit_code == 2, r.output);
+  BOOST_TEST(r.output.find("the CUDA path implements outliers 0 only") != std::string::npos, r.output);
+  r = run_echotk("replay " + trace + " --out " + dir.file("c.h5") + " --outliers 3");
+  BOOST_TEST(r.exit_code == 2, r.output);
+  r = run_echotk("replay " + trace + " --out " + dir.file("c.h5") + " --rotation fourier");
+  BOOST_TEST(r.exit_code == 2, r.output);
+  BOOST_TEST(!fs::exists(dir.file("c.h5")));
+  r = run_echotk("compare --synthetic --depth 8 --passes 1 --quantizers zero-aware --gains 0.75 --outliers 1 "
+                 "--rotation hadamard");
+  BOOST_TEST(r.exit_code == 0, r.output);
+}
+
 // compare --json escapes what it copies into strings (a trace path with a quote in it).
 BOOST_AUTO_TEST_CASE(compare_json_escapes_strings) {
   TempDir dir;

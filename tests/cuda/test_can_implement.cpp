@@ -30,6 +30,26 @@ BOOST_AUTO_TEST_CASE(other_bit_widths_and_the_ring_are_unsupported) {
   BOOST_TEST(s.message() == "the CUDA path implements the owner algorithm only, got ring");
 }
 
+BOOST_AUTO_TEST_CASE(the_transport_options_are_cpu_reference_only) {
+  AllReduceSpec spec;
+  spec.quant.outliers = 1;
+  Status s = can_implement(spec, 2);
+  BOOST_TEST((s.code() == StatusCode::kUnsupported));
+  BOOST_TEST(s.message().find("outliers 0 only") != std::string::npos);
+  spec.quant.outliers = 0;
+  spec.quant.overflow = OverflowGroups::kWide;
+  s = can_implement(spec, 2);
+  BOOST_TEST((s.code() == StatusCode::kUnsupported));
+  BOOST_TEST(s.message().find("overflow-groups poison only") != std::string::npos);
+  spec.quant.overflow = OverflowGroups::kPoison;
+  spec.quant.rotation = Rotation::kHadamard;
+  s = can_implement(spec, 2);
+  BOOST_TEST((s.code() == StatusCode::kUnsupported));
+  BOOST_TEST(s.message().find("rotation none only") != std::string::npos);
+  spec.quant.outliers = 3;  // invalid, not merely unsupported
+  BOOST_TEST((can_implement(spec, 2).code() == StatusCode::kInvalidArgument));
+}
+
 BOOST_AUTO_TEST_CASE(invalid_specs_are_invalid_arguments_first) {
   AllReduceSpec spec;
   spec.quant.bits = 9;  // invalid, not merely unsupported

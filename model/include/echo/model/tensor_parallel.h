@@ -28,6 +28,14 @@ struct TensorParallelSpec {
   DType dtype = DType::kBFloat16;  // contributions and results are rounded to this
   ReduceMode mode = ReduceMode::kExact;
   AllReduceSpec allreduce;  // kEcho only; allreduce.dtype is forced to dtype
+  // kEcho only: sites (indices of reduce() calls in a pass) whose all-reduce uses 8-bit codes
+  // instead of allreduce.quant.bits (per-site precision from a calibration pass).
+  std::vector<int> eight_bit_sites;
+
+  // The all-reduce spec of one site (allreduce with the site's bit width).
+  AllReduceSpec site_spec(int site) const;
+  // Average wire bits per element over `sites` sites of equal size (codes, parameters, outliers).
+  double wire_bits_per_element(int sites) const;
 
   Status validate() const;
 };

@@ -23,6 +23,9 @@ inline constexpr float kFloatMax = 3.402823466e38f;
 inline constexpr std::uint16_t kHalfInfinityBits = 0x7C00;
 inline constexpr std::uint16_t kHalfExponentMask = 0x7C00;
 inline constexpr std::uint16_t kHalfMinSubnormalBits = 0x0001;
+inline constexpr std::uint16_t kBFloat16InfinityBits = 0x7F80;
+// A scale field with this bit set holds a wide group's bf16 scale (docs/numerics.md 2.4).
+inline constexpr std::uint16_t kWideScaleFlag = 0x8000;
 
 // 1.5 * 2^23 (bits 0x4B400000): adding it rounds a float of magnitude below 2^22 to an integer,
 // ties to even, and leaves that integer in the low mantissa bits (its low 22 bits are zero).

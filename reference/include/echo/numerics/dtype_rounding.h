@@ -39,6 +39,14 @@ ECHO_HOST_DEVICE float bf16_bits_to_float(std::uint16_t b) {
   return bits_to_float(static_cast<std::uint32_t>(b) << 16);
 }
 
+// The smallest bfloat16 value >= v, for v >= 0 and not NaN (+Inf past the largest bf16): a wide
+// group's scale (docs/numerics.md 2.4).
+ECHO_HOST_DEVICE std::uint16_t nonnegative_to_bf16_bits_up(float v) {
+  const std::uint32_t u = float_to_bits(v);
+  const std::uint16_t truncated = static_cast<std::uint16_t>(u >> 16);
+  return (u & 0xFFFFu) != 0 ? static_cast<std::uint16_t>(truncated + 1) : truncated;
+}
+
 // v rounded to bfloat16 and back.
 ECHO_HOST_DEVICE float round_to_bf16(float v) { return bf16_bits_to_float(float_to_bf16_bits(v)); }
 

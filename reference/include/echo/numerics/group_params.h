@@ -20,26 +20,107 @@ struct QuantParams {
   // The deliberate mistake of echo/alteration.h (scale rounded to nearest instead of up); false
   // everywhere else.
   bool scale_to_nearest = false;
+  // OverflowGroups::kWide: a finite group whose scale overflows fp16 takes the wide map
+  // (docs/numerics.md 2.4) instead of being poisoned.
+  bool wide_scale = false;
 };
 
 // Everything encoding needs for one group, derived once from its range.
 struct GroupMap {
-  std::uint16_t scale;       // fp16 bits; kCanonicalNaNHalf for a poisoned group
+  std::uint16_t scale;       // fp16 bits; kCanonicalNaNHalf for a poisoned group; a wide group's
+                             // field is kWideScaleFlag | bf16 bits of its scale
   std::uint16_t zero_point;  // fp16 bits (2^(b-1) for symmetric; 0 when poisoned)
   bool poisoned;             // non-finite input or a scale beyond fp16: every element decodes to NaN
-  float recip;               // fp32(1 / scale), 0 for an all-zero group
+  float recip;               // fp32(1 / scale), 0 for an all-zero group (unused by a wide group)
   float zero_add;            // zero-point added before rounding (0 for symmetric)
   float clip_lo;             // clamp range of t before rounding
   float clip_hi;
   float code_shift;          // 2^(b-1) for symmetric (codes [-L, L] move to [1, 2^b - 1]), else 0
+  bool wide;                 // the wide map of docs/numerics.md 2.4 (encode_bits_wide)
+  float wide_scale;          // a wide group's scale as a float (its bf16 value), else 0
 };
 
 // rint of t, ties to even, for |t| < 2^22 (kRintMagic).
 ECHO_HOST_DEVICE float round_to_integer(float t) { return sub_rn(add_rn(t, kRintMagic), kRintMagic); }
 
-// The group map of a group whose values span [mn, mx] (finite: no value is NaN or Inf),
-// docs/numerics.md 2.2 (asymmetric) and 2.3 (symmetric).
-ECHO_HOST_DEVICE_INLINE GroupMap make_group_map(const QuantParams& q, float mn, float mx, bool finite) {
+// The anchors and unrounded scale of a finite group spanning [mn, mx] (docs/numerics.md 2.2 steps
+// 1-2 and 2.3), shared by the fp16 map and the wide map.
+struct ScaleAnchors {
+  float lo;
+  float hi;
+  bool snap;
+  float sf;  // the scale before rounding to the parameter type
+};
+
+ECHO_HOST_DEVICE_INLINE ScaleAnchors scale_anchors(const QuantParams& q, float mn, float mx) {
+  const bool symmetric = q.kind == QuantizerKind::kSymmetric;
+  const int half_codes = 1 << (q.bits - 1);
+  const float levels = static_cast<float>((1 << q.bits) - 1);
+  ScaleAnchors a;
+  a.lo = mn;
+  a.hi = mx;
+  a.snap = false;
+  if (symmetric) {
+    const float amax = max_of(abs_of(mn), abs_of(mx));
+    a.sf = div_rn(amax, static_cast<float>(half_codes - 1));
+    return a;
+  }
+  if (q.kind == QuantizerKind::kZeroAware) {
+    if (mn <= 0.0f && mx >= 0.0f) {
+      a.snap = true;
+    } else {
+      const float distance_to_zero = mn > 0.0f ? mn : -mx;
+      const float range = sub_rn(mx, mn);
+      const float d = range == 0.0f ? bits_to_float(kFloatInfinityBits)
+                                    : div_rn(mul_rn(distance_to_zero, levels), range);
+      if (d <= 1.0f) {
+        a.snap = true;
+        if (mn > 0.0f) a.lo = 0.0f; else a.hi = 0.0f;
+      } else if (d < 2.0f) {
+        const float w = sub_rn(d, 1.0f);
+        if (mn > 0.0f) a.lo = mul_rn(mn, w); else a.hi = mul_rn(mx, w);
+      }
+    }
+  }
+  const float sr = div_rn(sub_rn(a.hi, a.lo), levels);
+  const float sz = mul_rn(abs_of(a.lo), kScaleFloorFactor);
+  a.sf = sr < sz ? sz : sr;  // max(sr, sz)
+  return a;
+}
+
+// The zero-point and clamp fields of a map whose scale s (a float, > 0) is chosen (2.2 step 3).
+ECHO_HOST_DEVICE_INLINE void finish_group_map(const QuantParams& q, const ScaleAnchors& a, float s,
+                                              GroupMap& map) {
+  const bool symmetric = q.kind == QuantizerKind::kSymmetric;
+  const int half_codes = 1 << (q.bits - 1);
+  const float levels = static_cast<float>((1 << q.bits) - 1);
+  if (symmetric) {
+    map.zero_point = finite_to_half_bits(static_cast<float>(half_codes));
+  } else {
+    const float zr = div_rn(-a.lo, s);
+    float z = zr;
+    if (a.snap) z = round_to_integer(min_of(max_of(zr, 0.0f), levels));
+    if (z == 0.0f) z = 0.0f;                  // store -0 as +0
+    map.zero_point = finite_to_half_bits(z);  // |zr| <= 2048: finite
+  }
+}
+
+ECHO_HOST_DEVICE_INLINE void set_clamp_fields(const QuantParams& q, GroupMap& map) {
+  const int half_codes = 1 << (q.bits - 1);
+  if (q.kind == QuantizerKind::kSymmetric) {
+    map.zero_add = 0.0f;
+    map.clip_lo = -static_cast<float>(half_codes - 1);
+    map.clip_hi = static_cast<float>(half_codes - 1);
+    map.code_shift = static_cast<float>(half_codes);
+  } else {
+    map.zero_add = half_bits_to_float(map.zero_point);
+    map.clip_lo = 0.0f;
+    map.clip_hi = static_cast<float>((1 << q.bits) - 1);
+    map.code_shift = 0.0f;
+  }
+}
+
+ECHO_HOST_DEVICE_INLINE GroupMap poisoned_group_map() {
   GroupMap map;
   map.poisoned = true;
   map.scale = kCanonicalNaNHalf;
@@ -49,80 +130,58 @@ ECHO_HOST_DEVICE_INLINE GroupMap make_group_map(const QuantParams& q, float mn, 
   map.clip_lo = 0.0f;
   map.clip_hi = 0.0f;
   map.code_shift = 0.0f;
+  map.wide = false;
+  map.wide_scale = 0.0f;
+  return map;
+}
+
+// The wide map of a finite group whose fp16 scale overflows (docs/numerics.md 2.4): the anchors of
+// the halved range [fp32(mn * 0.5), fp32(mx * 0.5)] (halving keeps hi - lo finite), the scale
+// rounded up to bf16 (fp32's exponent range) and flagged by kWideScaleFlag in the scale field.
+ECHO_HOST_DEVICE_INLINE GroupMap make_wide_group_map(const QuantParams& q, float mn, float mx) {
+  GroupMap map = poisoned_group_map();
+  const ScaleAnchors a = scale_anchors(q, mul_rn(mn, 0.5f), mul_rn(mx, 0.5f));
+  const std::uint16_t s_bits = nonnegative_to_bf16_bits_up(a.sf);
+  if (s_bits >= kBFloat16InfinityBits || s_bits == 0) return map;  // cannot happen for finite input
+  const float s = bf16_bits_to_float(s_bits);
+  map.poisoned = false;
+  map.wide = true;
+  map.wide_scale = s;
+  map.scale = static_cast<std::uint16_t>(kWideScaleFlag | s_bits);
+  finish_group_map(q, a, s, map);
+  set_clamp_fields(q, map);
+  return map;
+}
+
+// The group map of a group whose values span [mn, mx] (finite: no value is NaN or Inf),
+// docs/numerics.md 2.2 (asymmetric) and 2.3 (symmetric); 2.4 with q.wide_scale.
+ECHO_HOST_DEVICE_INLINE GroupMap make_group_map(const QuantParams& q, float mn, float mx, bool finite) {
+  GroupMap map = poisoned_group_map();
   if (!finite) return map;
   const bool symmetric = q.kind == QuantizerKind::kSymmetric;
   const int half_codes = 1 << (q.bits - 1);
-  const float levels = static_cast<float>((1 << q.bits) - 1);
-  float lo = mn;
-  float hi = mx;
-  bool snap = false;
-  float sf;
-  if (symmetric) {
-    const float amax = max_of(abs_of(mn), abs_of(mx));
-    sf = div_rn(amax, static_cast<float>(half_codes - 1));
-  } else {
-    if (q.kind == QuantizerKind::kZeroAware) {
-      if (mn <= 0.0f && mx >= 0.0f) {
-        snap = true;
-      } else {
-        const float distance_to_zero = mn > 0.0f ? mn : -mx;
-        const float range = sub_rn(mx, mn);
-        const float d = range == 0.0f ? bits_to_float(kFloatInfinityBits)
-                                      : div_rn(mul_rn(distance_to_zero, levels), range);
-        if (d <= 1.0f) {
-          snap = true;
-          if (mn > 0.0f) lo = 0.0f; else hi = 0.0f;
-        } else if (d < 2.0f) {
-          const float w = sub_rn(d, 1.0f);
-          if (mn > 0.0f) lo = mul_rn(mn, w); else hi = mul_rn(mx, w);
-        }
-      }
-    }
-    const float sr = div_rn(sub_rn(hi, lo), levels);
-    const float sz = mul_rn(abs_of(lo), kScaleFloorFactor);
-    sf = sr < sz ? sz : sr;  // max(sr, sz)
-  }
+  const ScaleAnchors a = scale_anchors(q, mn, mx);
   map.poisoned = false;
-  if (sf == 0.0f) {
+  if (a.sf == 0.0f) {
     // All-zero group: scale 0 makes every code decode to +0.
     map.scale = 0;
     map.zero_point = symmetric ? finite_to_half_bits(static_cast<float>(half_codes)) : 0;
     map.recip = 0.0f;
   } else {
     // Round the scale up so the grid always covers the group; never below the smallest subnormal.
-    std::uint16_t s_bits = q.scale_to_nearest ? finite_to_half_bits(sf)           // alteration only
-                                              : nonnegative_to_half_bits_up(sf);  // sf >= 0, not NaN
+    std::uint16_t s_bits = q.scale_to_nearest ? finite_to_half_bits(a.sf)           // alteration only
+                                              : nonnegative_to_half_bits_up(a.sf);  // sf >= 0, not NaN
     if (s_bits == 0) s_bits = kHalfMinSubnormalBits;
     if (s_bits == kHalfInfinityBits) {  // the scale overflows fp16: poisoned like a non-finite group
-      map.poisoned = true;
-      map.scale = kCanonicalNaNHalf;
-      map.zero_point = 0;
-      return map;
+      if (q.wide_scale) return make_wide_group_map(q, mn, mx);
+      return poisoned_group_map();
     }
     const float s = half_bits_to_float(s_bits);
     map.scale = s_bits;
     map.recip = rcp_rn(s);
-    if (symmetric) {
-      map.zero_point = finite_to_half_bits(static_cast<float>(half_codes));
-    } else {
-      const float zr = div_rn(-lo, s);
-      float z = zr;
-      if (snap) z = round_to_integer(min_of(max_of(zr, 0.0f), levels));
-      if (z == 0.0f) z = 0.0f;                  // store -0 as +0
-      map.zero_point = finite_to_half_bits(z);  // |zr| <= 2048: finite
-    }
+    finish_group_map(q, a, s, map);
   }
-  if (symmetric) {
-    map.zero_add = 0.0f;
-    map.clip_lo = -static_cast<float>(half_codes - 1);
-    map.clip_hi = static_cast<float>(half_codes - 1);
-    map.code_shift = static_cast<float>(half_codes);
-  } else {
-    map.zero_add = half_bits_to_float(map.zero_point);
-    map.clip_lo = 0.0f;
-    map.clip_hi = levels;
-    map.code_shift = 0.0f;
-  }
+  set_clamp_fields(q, map);
   return map;
 }
 
@@ -140,6 +199,36 @@ ECHO_HOST_DEVICE std::uint32_t encode_bits(const GroupMap& m, float magic, float
   t = add_rn(t, m.zero_add);
   t = min_of(max_of(t, m.clip_lo), m.clip_hi);
   return float_to_bits(add_rn(t, magic));
+}
+
+// fp32(t + magic) of one element x of a wide group (docs/numerics.md 2.4): t = clamp(fp32(fp32(
+// fp32(x * 0.5) / s) + zero_add), clip_lo, clip_hi) with s the bf16 scale and a true division (a
+// reciprocal of a scale near 2^127 would be subnormal).
+ECHO_HOST_DEVICE std::uint32_t encode_bits_wide(const GroupMap& m, float magic, float x) {
+  float t = div_rn(mul_rn(x, 0.5f), m.wide_scale);
+  t = add_rn(t, m.zero_add);
+  t = min_of(max_of(t, m.clip_lo), m.clip_hi);
+  return float_to_bits(add_rn(t, magic));
+}
+
+// Whether a scale field holds a wide group's bf16 scale (bit 15 set: an fp16 scale is never
+// negative, and the poison NaN 0x7E00 is positive).
+ECHO_HOST_DEVICE bool is_wide_scale_field(std::uint16_t field) { return (field & kWideScaleFlag) != 0; }
+
+// The wide scale's value (its bf16 bits are the field without the flag).
+ECHO_HOST_DEVICE float wide_scale_of_field(std::uint16_t field) {
+  return bf16_bits_to_float(static_cast<std::uint16_t>(field & ~kWideScaleFlag));
+}
+
+// x^ of a wide group: fp32( fp32(s * fp32(float(q) - z)) * 2 ), the halving undone exactly.
+ECHO_HOST_DEVICE float dequantize_wide_value(float s, float z, float q) {
+  return mul_rn(mul_rn(s, sub_rn(q, z)), 2.0f);
+}
+
+// x^ of one code given the group's stored parameter fields (fp16 scale or wide scale, fp16 zero).
+ECHO_HOST_DEVICE float dequantize_field_value(std::uint16_t scale_field, float z, float q) {
+  if (is_wide_scale_field(scale_field)) return dequantize_wide_value(wide_scale_of_field(scale_field), z, q);
+  return mul_rn(half_bits_to_float(scale_field), sub_rn(q, z));
 }
 
 ECHO_HOST_DEVICE unsigned code_of_bits(std::uint32_t bits) { return bits & 0xFFu; }

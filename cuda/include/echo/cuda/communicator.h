@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 
 #include <cstddef>
 
@@ -21,6 +20,11 @@
 #include "echo/cuda/can_implement.h"
 #include "echo/cuda/split_tail.h"
 #include "echo/status.h"
+
+// NCCL's communicator handle, declared as <nccl.h> declares it, so that users of this header need
+// no NCCL headers (only create_from_nccl takes one; the library links NCCL itself).
+struct ncclComm;
+typedef struct ncclComm* ncclComm_t;
 
 namespace echo::cuda {
 

@@ -12,7 +12,9 @@
 // caller's stream, so repeated calls can be captured into a CUDA graph.
 #pragma once
 
-#include <cuda_runtime_api.h>
+// The runtime API with its C++ overloads (cudaMalloc(T**), ...), which users of this header have
+// had from it since it included <nccl.h>.
+#include <cuda_runtime.h>
 
 #include <cstddef>
 

@@ -43,7 +43,7 @@ void register_ppl(CLI::App& app);      // model/ (SmolLM2 perplexity)
 void register_capture(CLI::App& app);  // model/ (trace capture)
 void register_prove(CLI::App& app);    // proofs_check/
 void register_compare(CLI::App& app);  // sim/ (settings side by side on a trace or network)
-void register_bench(CLI::App& app);    // cuda/ (benchmark against NCCL)
+void register_bench(CLI::App& app);    // bench/ (benchmark against NCCL)
 // A subcommand whose implementation is not in this build: --help works, running it explains why.
 void register_unavailable(CLI::App& app, const std::string& name, const std::string& description,
                           const std::string& reason);

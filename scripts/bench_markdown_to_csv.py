@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Converts the tables of an `echotk bench --markdown` file into the CSV that `echotk bench --csv`
-writes (columns in data/bench/README.md), for runs made before the bench wrote CSV itself.
+"""Converts the tables of an `echotk bench --markdown` file into CSV (columns in
+data/bench/README.md), for runs made before the bench wrote CSV itself: their tables have one
+`#wrong` column (ranks against rank 0) and no `#differ`, and so has the CSV; newer tables are
+refused (their runs wrote CSV themselves).
 
     python3 scripts/bench_markdown_to_csv.py docs/bench.md data/bench/bench.csv
 

@@ -15,6 +15,6 @@ cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES
       -DBUILD_SHARED_LIBS=ON -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$dir/lib" \
       -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON -DECHO_HEADER_ONLY_BOOST_TEST=ON "$@" >"$dir/configure.log" 2>&1 ||
   { tail -30 "$dir/configure.log"; exit 1; }
-cmake --build "$dir" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api cuda_numerics_intrinsics echo_cuda_multiprocess \
-      echo_cuda_stage_probe echo_cuda_job_trace
+cmake --build "$dir" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api cuda_numerics_intrinsics bench_power_monitor \
+      echo_cuda_multiprocess echo_cuda_stage_probe echo_cuda_job_trace
 du -sh "$dir/bin" "$dir/lib"

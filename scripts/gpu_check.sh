@@ -3,7 +3,7 @@
 # (or ./gpu-check-out). Stages run in the order given (default: build test replay conformance bench):
 #   build      configure + build echotk and the GPU tests (sm_90, Release)
 #   test-numerics  cuda_numerics_intrinsics, cuda_bitexact, cuda_device_api only
-#   test       ctest -L gpu (the device's conversion instructions against the shared numerics, bit-exact sweep, device API, graph replay, 10,000 calls, timeout,
+#   test       ctest -L gpu (the device's conversion instructions against the shared numerics, bit-exact sweep, device API, graph replay, 10,000 calls, timeout, the bench's power monitor,
 #              NCCL transport, both process models); on several GPUs the bit-exact sweep once
 #              more with every rank on GPU 0
 #   replay     scripts/replay_parity.sh: `echotk replay --backend cuda` against `--backend cpu` on
@@ -60,7 +60,7 @@ stage_build() {
         -DECHO_BUILD_MODEL=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
         -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||
     { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
-  cmake --build "$build" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api cuda_numerics_intrinsics echo_cuda_multiprocess echo_cuda_stage_probe echo_cuda_job_trace \
+  cmake --build "$build" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api cuda_numerics_intrinsics bench_power_monitor echo_cuda_multiprocess echo_cuda_stage_probe echo_cuda_job_trace \
         >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
   note "build ok; $(grep -o "echo_cuda_multiprocess: .*" "$out/configure.log")"
 }
@@ -86,7 +86,7 @@ stage_test-numerics() {
 
 stage_test() {
   local t
-  for t in cuda_numerics_intrinsics cuda_bitexact cuda_device_api; do
+  for t in cuda_numerics_intrinsics cuda_bitexact cuda_device_api bench_power_monitor; do
     run_suite "$t" "$out/test-$t.log" "$t"
   done
   # Every rank on one GPU is the stress case for kernels that must fit beside spinning peers

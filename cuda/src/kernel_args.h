@@ -140,7 +140,7 @@ struct CallArgs {
   char* peer_base[kMaxRanks];  // every rank's workspace as seen from this rank (own included)
   Control* control;
   device::WaitContext wait;
-  // Optional per-job timeline (cuda/tools/job_trace.cpp): null, or kJobTraceWords words per record
+  // Optional per-job timeline (bench/tools/job_trace.cpp): null, or kJobTraceWords words per record
   // for job_trace_records records, indexed by round * jobs of a fused launch + job.
   unsigned long long* job_trace;
   std::size_t job_trace_records;

@@ -424,6 +424,22 @@ BOOST_AUTO_TEST_CASE(bench_refuses_bad_options_before_the_run) {
   }
   BOOST_TEST(dir.entries() == 0u);
 }
+
+// --csv appends only to a file of this version's columns: a file an earlier echotk bench wrote
+// (its #wrong counted what #differ counts now) is refused before the run and left as it was.
+BOOST_AUTO_TEST_CASE(bench_refuses_a_csv_of_older_columns) {
+  TempDir dir;
+  const std::string csv = dir.file("old.csv");
+  const std::string old_rows =
+      "row,ranks,mode,size,count,type,time,algbw,busbw,#wrong,ratio_vs_nccl,rel_error\n"
+      "nccl-bf16,2,plain,65536,32768,bf16,10.7,6.1,6.1,0,1.00,0.001787\n";
+  std::ofstream(csv) << old_rows;
+  const Run r = run_echotk("bench --csv " + csv);
+  BOOST_TEST(r.exit_code == 2, r.output);
+  BOOST_TEST(r.output.find("--csv " + csv + ": its columns are not this version's") != std::string::npos, r.output);
+  std::ifstream in(csv);
+  BOOST_TEST(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()) == old_rows);
+}
 #endif
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,8 +1,7 @@
 // The device API beyond the host-array path: in-place and out-of-place calls on offset-shifted
 // buffers, messages split into several rounds, the lean loops of aligned calls, CUDA graph capture and replay, 10,000 calls of
 // changing sizes without a host sync, a peer that never arrives (timeout instead of a hang), the
-// NCCL transport bit-identical to the peer-to-peer path, one host thread per GPU, and the
-// benchmark's power monitor.
+// NCCL transport bit-identical to the peer-to-peer path, and one host thread per GPU.
 #include <boost/test/unit_test.hpp>
 
 #include <cuda_runtime_api.h>
@@ -15,7 +14,6 @@
 #include <thread>
 
 #include "device_group.h"
-#include "echo/cuda/power_monitor.h"
 #include "test_data.h"
 #include "work_queues_fixture.h"
 
@@ -488,32 +486,4 @@ BOOST_AUTO_TEST_CASE(bad_options_and_arguments_are_refused) {
   TEST_OK(cuda::destroy(two[0]));
   TEST_OK(cuda::destroy(two[1]));
   TEST_OK(cuda::destroy_compensator(state));  // after its communicator
-}
-
-// The benchmark's power monitor (echotk bench) reads every GPU through NVML where the driver has
-// it: limited-time counters that never go back, and a settle under the full power limit that ends
-// in time on GPUs the earlier cases left idle.
-BOOST_AUTO_TEST_CASE(power_monitor_reads_every_gpu) {
-  if (!test::gpu_present()) return;
-  std::vector<int> devices(cuda::device_count());
-  std::iota(devices.begin(), devices.end(), 0);
-  cuda::bench::PowerMonitor power(devices);
-  if (!power.available()) {
-    BOOST_TEST_MESSAGE("power monitor unavailable: " << power.why());
-    BOOST_TEST(!power.why().empty());
-    return;
-  }
-  std::vector<unsigned long long> before, after;
-  BOOST_TEST_REQUIRE(power.limited_ns(&before).ok());
-  BOOST_TEST(before.size() == devices.size());
-  bool settled = false;
-  double waited = -1;
-  const Status s = power.settle(1.0, 5.0, &settled, &waited);
-  BOOST_TEST_REQUIRE(s.ok(), s.message());
-  BOOST_TEST(settled);
-  BOOST_TEST(waited >= 0.0);
-  BOOST_TEST(waited <= 5.5);
-  BOOST_TEST_REQUIRE(power.limited_ns(&after).ok());
-  BOOST_TEST_REQUIRE(after.size() == before.size());
-  for (std::size_t g = 0; g < after.size(); ++g) BOOST_TEST(after[g] >= before[g], "GPU " << g);
 }

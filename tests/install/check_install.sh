@@ -12,3 +12,7 @@ test -f "$scratch/prefix/include/echo/allreduce.h"
 cmake -S "$source/tests/install/consumer" -B "$scratch/consumer" -DCMAKE_PREFIX_PATH="$scratch/prefix" >/dev/null
 cmake --build "$scratch/consumer" >/dev/null
 "$scratch/consumer/consumer"
+# Built where the package has the CUDA library, against its headers without NCCL's.
+if [[ -x "$scratch/consumer/cuda_consumer" ]]; then
+  "$scratch/consumer/cuda_consumer"
+fi

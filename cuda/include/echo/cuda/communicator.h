@@ -12,8 +12,9 @@
 // caller's stream, so repeated calls can be captured into a CUDA graph.
 #pragma once
 
-#include <cuda_runtime_api.h>
-#include <nccl.h>
+// The runtime API with its C++ overloads (cudaMalloc(T**), ...), which users of this header have
+// had from it since it included <nccl.h>.
+#include <cuda_runtime.h>
 
 #include <cstddef>
 
@@ -21,6 +22,11 @@
 #include "echo/cuda/can_implement.h"
 #include "echo/cuda/split_tail.h"
 #include "echo/status.h"
+
+// NCCL's communicator handle, declared as <nccl.h> declares it, so that users of this header need
+// no NCCL headers (only create_from_nccl takes one; the library links NCCL itself).
+struct ncclComm;
+typedef struct ncclComm* ncclComm_t;
 
 namespace echo::cuda {
 

@@ -1,4 +1,4 @@
-// The compensator names of the CUDA tools (echo_cuda_stage_probe, echo_cuda_job_trace): each name
+// The compensator names of the bench tools (echo_cuda_stage_probe, echo_cuda_job_trace): each name
 // sets mode, residual and state type whatever the spec held before, and an unknown name is refused
 // without touching the spec. Needs no GPU.
 #include <boost/test/unit_test.hpp>

@@ -1,7 +1,7 @@
 // PowerMonitor over NVML, loaded with dlopen so that the build needs only nvml.h and the programs
 // run where the driver has no NVML (the monitor is then unavailable). Built without nvml.h
 // (ECHO_HAVE_NVML undefined), every monitor is unavailable.
-#include "echo/cuda/power_monitor.h"
+#include "echo/bench/power_monitor.h"
 
 #include <cuda_runtime_api.h>
 
@@ -13,7 +13,7 @@
 #include <nvml.h>
 #endif
 
-namespace echo::cuda::bench {
+namespace echo::bench {
 
 #ifdef ECHO_HAVE_NVML
 
@@ -172,4 +172,4 @@ Status PowerMonitor::limited_ns(std::vector<unsigned long long>* ns) {
 
 #endif
 
-}  // namespace echo::cuda::bench
+}  // namespace echo::bench

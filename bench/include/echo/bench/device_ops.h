@@ -1,6 +1,6 @@
-// Device helpers of `echotk bench` (nccl-tests style): data generation, the fp64 exact sum and
-// error of a result, cross-rank bitwise comparison, a matrix product to overlap with, and a timed
-// idle kernel for background-traffic duty cycles.
+// Device helpers of the benchmarks (nccl-tests style): data generation, the fp64 exact sum and
+// error of a result, bitwise comparison of two results, SM-driven peer traffic, and a timed idle
+// kernel for background-traffic duty cycles. Each launches on the current device.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,7 +11,7 @@
 #include "echo/dtype.h"
 #include "echo/status.h"
 
-namespace echo::cuda::bench {
+namespace echo::bench {
 
 // Roughly normal values (sum of uniforms), different per seed, rounded to dtype.
 Status fill_random(void* data, std::size_t count, DType dtype, std::uint64_t seed, cudaStream_t stream);
@@ -25,17 +25,10 @@ Status error_norms(const double* ref, const void* out, std::size_t count, DType 
 Status count_mismatches(const void* a, const void* b, std::size_t bytes, unsigned long long* mismatches,
                         cudaStream_t stream);
 // SM-driven peer traffic: every thread stores (or loads) 16-byte words to (from) each of the
-// `num_peers` buffers of `bytes` bytes, as the Echo kernels do. Launched on the current device.
+// `num_peers` buffers (at most 8) of `bytes` bytes, as the Echo kernels do.
 Status peer_store(void* const* peers, int num_peers, std::size_t bytes, cudaStream_t stream);
 Status peer_load(const void* const* peers, int num_peers, std::size_t bytes, void* sink, cudaStream_t stream);
 // Keeps one block busy for about `microseconds` (idle part of a background duty cycle).
 Status spin(double microseconds, cudaStream_t stream);
 
-// bf16 matrix product C = A B (m x k by k x n) through cuBLAS, on the current device.
-class Matmul;
-Status matmul_create(int m, int n, int k, Matmul** out);
-// rows: the rows of A and C this run uses (0: all m of matmul_create; at most m).
-Status matmul_run(Matmul* mm, cudaStream_t stream, int rows = 0);
-Status matmul_destroy(Matmul* mm);
-
-}  // namespace echo::cuda::bench
+}  // namespace echo::bench

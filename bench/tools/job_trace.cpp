@@ -21,7 +21,7 @@
 #include "check.h"
 #include "communicator_impl.h"
 #include "compensator_name.h"
-#include "echo/cuda/bench_support.h"
+#include "echo/bench/device_ops.h"
 #include "echo/cuda/communicator.h"
 #include "echo/text_output.h"
 #include "kernel_args.h"

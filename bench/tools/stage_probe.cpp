@@ -16,7 +16,7 @@
 
 #include "communicator_impl.h"
 #include "compensator_name.h"
-#include "echo/cuda/bench_support.h"
+#include "echo/bench/device_ops.h"
 #include "launch.h"
 
 using namespace echo;

@@ -1,17 +1,23 @@
-// Device helpers of `echotk bench`; see include/echo/cuda/bench_support.h.
-#include <cublas_v2.h>
+// Device helpers of the benchmarks; see include/echo/bench/device_ops.h.
+#include "echo/bench/device_ops.h"
 
-#include <string>
+#include "cuda_check.h"
+#include "echo/numerics/dtype_rounding.h"
 
-#include "../check.h"
-#include "../flags.cuh"
-#include "../numerics.cuh"
-#include "echo/cuda/bench_support.h"
-
-namespace echo::cuda::bench {
+namespace echo::bench {
 namespace {
 
-using namespace device;
+using numerics::bf16_bits_to_float;
+using numerics::float_to_bf16_bits;
+using numerics::float_to_half_bits;
+using numerics::half_bits_to_float;
+
+// The GPU's global nanosecond clock.
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 __device__ __forceinline__ std::uint64_t mix(std::uint64_t x) {
   x ^= x >> 33;
@@ -119,109 +125,45 @@ constexpr int kThreads = 256;
 
 Status fill_random(void* data, std::size_t count, DType dtype, std::uint64_t seed, cudaStream_t stream) {
   fill_random_kernel<<<kGrid, kThreads, 0, stream>>>(data, count, dtype, seed);
-  ECHO_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
+  return cuda_status(cudaGetLastError(), "fill_random kernel launch");
 }
 
 Status accumulate_fp64(double* acc, const void* data, std::size_t count, DType dtype, bool first,
                        cudaStream_t stream) {
   accumulate_kernel<<<kGrid, kThreads, 0, stream>>>(acc, data, count, dtype, first);
-  ECHO_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
+  return cuda_status(cudaGetLastError(), "accumulate_fp64 kernel launch");
 }
 
 Status error_norms(const double* ref, const void* out, std::size_t count, DType dtype, double* sums,
                    cudaStream_t stream) {
   error_kernel<<<kGrid, kThreads, 0, stream>>>(ref, out, count, dtype, sums);
-  ECHO_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
+  return cuda_status(cudaGetLastError(), "error_norms kernel launch");
 }
 
 Status count_mismatches(const void* a, const void* b, std::size_t bytes, unsigned long long* mismatches,
                         cudaStream_t stream) {
   mismatch_kernel<<<kGrid, kThreads, 0, stream>>>(static_cast<const std::uint16_t*>(a),
                                                   static_cast<const std::uint16_t*>(b), bytes / 2, mismatches);
-  ECHO_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
+  return cuda_status(cudaGetLastError(), "count_mismatches kernel launch");
 }
 
 Status peer_store(void* const* peers, int num_peers, std::size_t bytes, cudaStream_t stream) {
   PeerPtrs pp{};
   for (int k = 0; k < num_peers && k < 8; ++k) pp.p[k] = static_cast<uint4*>(peers[k]);
   peer_store_kernel<<<132 * 4, 512, 0, stream>>>(pp, num_peers, bytes / 16);
-  ECHO_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
+  return cuda_status(cudaGetLastError(), "peer_store kernel launch");
 }
 
 Status peer_load(const void* const* peers, int num_peers, std::size_t bytes, void* sink, cudaStream_t stream) {
   PeerPtrs pp{};
   for (int k = 0; k < num_peers && k < 8; ++k) pp.p[k] = const_cast<uint4*>(static_cast<const uint4*>(peers[k]));
   peer_load_kernel<<<132 * 4, 512, 0, stream>>>(pp, num_peers, bytes / 16, static_cast<uint4*>(sink));
-  ECHO_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
+  return cuda_status(cudaGetLastError(), "peer_load kernel launch");
 }
 
 Status spin(double microseconds, cudaStream_t stream) {
   spin_kernel<<<1, 32, 0, stream>>>(static_cast<unsigned long long>(microseconds * 1e3));
-  ECHO_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
+  return cuda_status(cudaGetLastError(), "spin kernel launch");
 }
 
-class Matmul {
- public:
-  cublasHandle_t handle = nullptr;
-  int m = 0, n = 0, k = 0;
-  void* a = nullptr;
-  void* b = nullptr;
-  void* c = nullptr;
-};
-
-#define ECHO_CUBLAS_CHECK(expr)                                                                    \
-  do {                                                                                             \
-    const cublasStatus_t st_ = (expr);                                                             \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                            \
-      return Status(StatusCode::kDeviceError, std::string(__FILE__) + ":" + std::to_string(__LINE__) + \
-                                                  ": " #expr " failed: " + std::to_string(st_));   \
-    }                                                                                              \
-  } while (0)
-
-Status matmul_create(int m, int n, int k, Matmul** out) {
-  auto* mm = new Matmul;
-  mm->m = m;
-  mm->n = n;
-  mm->k = k;
-  ECHO_CUBLAS_CHECK(cublasCreate(&mm->handle));
-  ECHO_CUDA_CHECK(cudaMalloc(&mm->a, static_cast<std::size_t>(m) * k * 2));
-  ECHO_CUDA_CHECK(cudaMalloc(&mm->b, static_cast<std::size_t>(k) * n * 2));
-  ECHO_CUDA_CHECK(cudaMalloc(&mm->c, static_cast<std::size_t>(m) * n * 2));
-  ECHO_RETURN_IF_ERROR(fill_random(mm->a, static_cast<std::size_t>(m) * k, DType::kBFloat16, 1, nullptr));
-  ECHO_RETURN_IF_ERROR(fill_random(mm->b, static_cast<std::size_t>(k) * n, DType::kBFloat16, 2, nullptr));
-  *out = mm;
-  return Status::Ok();
-}
-
-Status matmul_run(Matmul* mm, cudaStream_t stream, int rows) {
-  if (rows < 0 || rows > mm->m) {
-    return Status(StatusCode::kInvalidArgument, "matmul_run: " + std::to_string(rows) + " rows, the matmul has " +
-                                                    std::to_string(mm->m));
-  }
-  const int m = rows == 0 ? mm->m : rows;
-  const float one = 1.0f, zero = 0.0f;
-  ECHO_CUBLAS_CHECK(cublasSetStream(mm->handle, stream));
-  ECHO_CUBLAS_CHECK(cublasGemmEx(mm->handle, CUBLAS_OP_N, CUBLAS_OP_N, m, mm->n, mm->k, &one, mm->a,
-                                 CUDA_R_16BF, m, mm->b, CUDA_R_16BF, mm->k, &zero, mm->c, CUDA_R_16BF,
-                                 m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  return Status::Ok();
-}
-
-Status matmul_destroy(Matmul* mm) {
-  if (mm == nullptr) return Status::Ok();
-  cublasDestroy(mm->handle);
-  cudaFree(mm->a);
-  cudaFree(mm->b);
-  cudaFree(mm->c);
-  delete mm;
-  return Status::Ok();
-}
-
-}  // namespace echo::cuda::bench
+}  // namespace echo::bench

@@ -12,7 +12,7 @@
 
 #include "echo/status.h"
 
-namespace echo::cuda::bench {
+namespace echo::bench {
 
 class PowerMonitor {
  public:
@@ -42,4 +42,4 @@ class PowerMonitor {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace echo::cuda::bench
+}  // namespace echo::bench

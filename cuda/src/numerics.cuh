@@ -33,7 +33,7 @@ using numerics::GroupMap;
 using numerics::half_bits_to_float;
 using numerics::is_finite;
 using numerics::kRintMagic;
-using numerics::make_group_map;
+using numerics::make_fp16_group_map;
 using numerics::poisoned_value;
 using numerics::QuantParams;
 
@@ -116,7 +116,7 @@ template <DType D> __device__ __forceinline__ float round_to(float v) {
 }
 
 // ---- quantizer -----------------------------------------------------------------------------
-// make_group_map, encode_magic, encode_bits, code_value_of_bits and poisoned_value are the shared
+// make_fp16_group_map (the kernels implement no wide map), encode_magic, encode_bits, code_value_of_bits and poisoned_value are the shared
 // ones (echo/numerics/group_params.h).
 
 // x^ = fp32(s * fp32(float(q) - z)) for a group whose scale is finite (not poisoned), from float(q)

@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
       if (P > 1 && (wide || __any_sync(0xFFFFFFFFu, pushes))) {
         const GroupStats st = block_group_stats(v, s.valid, lanes, warp_stats);
         if (pushes) {
-          const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
+          const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
           requantize_lane(map, symmetric, a.bits, v, v);
           if (local) {
             // Local residual of a pushed segment: u = x' - v * 2^-k, the error this rank injected.
@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
     }
     // Gather: the owner quantizes the sum once; every rank dequantizes the same codes.
     const GroupStats st = block_group_stats(acc, s.valid, lanes, warp_stats);
-    const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
+    const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
     if (s.valid > 0 && s.group_head && map.poisoned) atomicAdd(&a.report->poisoned_groups, 1ull);
     float y[E];
     requantize_lane(map, symmetric, a.bits, acc, y);

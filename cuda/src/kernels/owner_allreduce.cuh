@@ -367,7 +367,7 @@ struct OwnerStages {
       scaled<LEAN>(x, xs);
       const GroupStats st = group_stats<E>(xs, g.valid, lm.lanes_per_group);
       if (!g.active) continue;
-      const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
+      const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
       unsigned bits[E];
       Codes codes;
       quantize_lane(map, xs, g.valid, bits, codes);
@@ -499,7 +499,7 @@ struct OwnerStages {
       const GroupStats st = group_stats<E>(acc, g.valid, lm.lanes_per_group);
       if (!g.active) continue;
       // Gather: quantize the sum once and send the same codes to every peer.
-      const GroupMap map = make_group_map(qp, st.mn, st.mx, st.finite);
+      const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
       if (map.poisoned && lm.lane_in_group == 0) ++poisoned;
       unsigned bits[E];
       Codes codes;

@@ -153,9 +153,11 @@ ECHO_HOST_DEVICE_INLINE GroupMap make_wide_group_map(const QuantParams& q, float
   return map;
 }
 
-// The group map of a group whose values span [mn, mx] (finite: no value is NaN or Inf),
-// docs/numerics.md 2.2 (asymmetric) and 2.3 (symmetric); 2.4 with q.wide_scale.
-ECHO_HOST_DEVICE_INLINE GroupMap make_group_map(const QuantParams& q, float mn, float mx, bool finite) {
+// The group map with an fp16 scale of a group whose values span [mn, mx] (finite: no value is NaN
+// or Inf), docs/numerics.md 2.2 (asymmetric) and 2.3 (symmetric); a scale past fp16 poisons the
+// group. The CUDA kernels call this one: they implement no wide map (can_implement refuses it), and
+// its branch would cost their hot loops registers.
+ECHO_HOST_DEVICE_INLINE GroupMap make_fp16_group_map(const QuantParams& q, float mn, float mx, bool finite) {
   GroupMap map = poisoned_group_map();
   if (!finite) return map;
   const bool symmetric = q.kind == QuantizerKind::kSymmetric;
@@ -172,16 +174,21 @@ ECHO_HOST_DEVICE_INLINE GroupMap make_group_map(const QuantParams& q, float mn, 
     std::uint16_t s_bits = q.scale_to_nearest ? finite_to_half_bits(a.sf)           // alteration only
                                               : nonnegative_to_half_bits_up(a.sf);  // sf >= 0, not NaN
     if (s_bits == 0) s_bits = kHalfMinSubnormalBits;
-    if (s_bits == kHalfInfinityBits) {  // the scale overflows fp16: poisoned like a non-finite group
-      if (q.wide_scale) return make_wide_group_map(q, mn, mx);
-      return poisoned_group_map();
-    }
+    if (s_bits == kHalfInfinityBits) return poisoned_group_map();  // the scale overflows fp16
     const float s = half_bits_to_float(s_bits);
     map.scale = s_bits;
     map.recip = rcp_rn(s);
     finish_group_map(q, a, s, map);
   }
   set_clamp_fields(q, map);
+  return map;
+}
+
+// The group map of docs/numerics.md 2.2-2.4: the fp16 map, or with q.wide_scale the wide map where
+// the fp16 scale overflows (the only way a finite group comes out poisoned).
+ECHO_HOST_DEVICE_INLINE GroupMap make_group_map(const QuantParams& q, float mn, float mx, bool finite) {
+  const GroupMap map = make_fp16_group_map(q, mn, mx, finite);
+  if (q.wide_scale && finite && map.poisoned) return make_wide_group_map(q, mn, mx);
   return map;
 }
 

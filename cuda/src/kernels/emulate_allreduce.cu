@@ -9,7 +9,8 @@ namespace {
 
 using namespace device;
 
-constexpr int E = kEmulateLane;
+// The max kernel streams four elements per thread whatever P (no rank's values are kept).
+constexpr int E = 4;
 constexpr int kChunk = kBlockThreads * E;
 // The max kernel only streams: a few waves of blocks suffice.
 constexpr std::size_t kMaxGridCap = 4096;
@@ -29,7 +30,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_backward_max_kernel(Emu
     for (int r = 0; r < a.ranks; ++r) {
       const void* row = static_cast<const typename Elem<D>::T*>(a.parts) + static_cast<std::size_t>(r) * a.count;
       float x[E], m1[E], m2[E];
-      load_lane<D>(row, e0, valid, lane_aligned<D>(row), x);
+      load_lane<D>(row, e0, valid, lane_aligned<D, E>(row), x);
       if (a.comp.mode != CompensatorMode::kOff) {
         load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + e0, valid, m1, m2);
         apply_compensation<E>(a.comp, fresh, m1, m2, x);

@@ -17,9 +17,10 @@ namespace emulate_detail {
 
 using namespace device;
 
-constexpr int E = kEmulateLane;
-constexpr int kChunk = kBlockThreads * E;  // elements per block iteration
-static_assert(kChunk % kMaxGroup == 0, "every group lies inside one block iteration");
+// Elements per block iteration at P ranks.
+template <int P>
+constexpr int kChunkOf = kBlockThreads * kEmulateLane<P>;
+static_assert(kChunkOf<8> % kMaxGroup == 0, "every group lies inside one block iteration");
 
 // Where a thread's lane lies in the message.
 struct LaneSpot {
@@ -33,6 +34,8 @@ struct LaneSpot {
 // the owner counts the segment starts at or below the group (no 64-bit division per lane).
 template <int P>
 __device__ __forceinline__ LaneSpot lane_spot(const EmulateParams& a, std::size_t chunk) {
+  constexpr int E = kEmulateLane<P>;
+  constexpr int kChunk = kChunkOf<P>;
   LaneSpot s;
   s.e0 = chunk * kChunk + static_cast<std::size_t>(threadIdx.x) * E;
   s.valid = s.e0 >= a.count ? 0 : (a.count - s.e0 < static_cast<std::size_t>(E) ? static_cast<int>(a.count - s.e0) : E);
@@ -51,7 +54,7 @@ __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
 
 // Every rank's x' of the lane (gradient units), with the state it was formed from; also the
 // optional x' output.
-template <DType D, int P>
+template <DType D, int P, int E>
 __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpot& s, bool fresh,
                                            const bool (&aligned)[P], float (&x)[P][E], float (&m1)[P][E],
                                            float (&m2)[P][E]) {
@@ -69,6 +72,7 @@ __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpo
 }
 
 // Rank r's new averages from its residual u, stored (lanes inside the message only).
+template <int E>
 __device__ __forceinline__ void update_rank(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E],
                                             float (&m1)[E], float (&m2)[E]) {
   update_state<E>(a.comp, u, m1, m2);
@@ -76,7 +80,7 @@ __device__ __forceinline__ void update_rank(const EmulateParams& a, int r, const
 }
 
 // Global residual (docs/numerics.md 6): u_i = x'_i - y / P for every rank, y the delivered output.
-template <int P>
+template <int P, int E>
 __device__ __forceinline__ void update_global(const EmulateParams& a, const LaneSpot& s, const float (&x)[P][E],
                                               const float (&y)[E], float (&m1)[P][E], float (&m2)[P][E]) {
   // For a power-of-two P the product with 1 / P (exact) is the same correctly rounded quotient.
@@ -103,6 +107,7 @@ __device__ __forceinline__ Scaling call_scaling(const EmulateParams& a) {
 // The quantized owner all-reduce (docs/numerics.md 4).
 template <DType D, int P>
 __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(EmulateParams a) {
+  constexpr int E = kEmulateLane<P>;
   __shared__ float2 warp_stats[kWarpsPerBlock];
   const bool comp = a.comp.mode != CompensatorMode::kOff;
   const bool local = comp && a.comp.residual == ResidualMode::kLocal;
@@ -118,9 +123,9 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
   }
   bool aligned[P];
 #pragma unroll
-  for (int r = 0; r < P; ++r) aligned[r] = lane_aligned<D>(rank_row<D>(a, r));
-  const bool out_aligned = lane_aligned<D>(a.out);
-  const std::size_t chunks = (a.count + kChunk - 1) / kChunk;
+  for (int r = 0; r < P; ++r) aligned[r] = lane_aligned<D, E>(rank_row<D>(a, r));
+  const bool out_aligned = lane_aligned<D, E>(a.out);
+  const std::size_t chunks = (a.count + kChunkOf<P> - 1) / kChunkOf<P>;
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     const LaneSpot s = lane_spot<P>(a, chunk);
     float x[P][E], m1[P][E], m2[P][E];
@@ -184,6 +189,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
 
 // Rank r's term of the exact path: x' (times 2^k backward), rounded to bf16 where the call rounds
 // (echo::exact_path_rounds_x_prime: forward bf16).
+template <int E>
 __device__ __forceinline__ void exact_term(const EmulateParams& a, const Scaling& sc, const float (&x)[E],
                                            float (&t)[E]) {
 #pragma unroll
@@ -196,6 +202,7 @@ __device__ __forceinline__ void exact_term(const EmulateParams& a, const Scaling
 // The exact small-message path (docs/numerics.md 4, "Exact path").
 template <DType D, int P>
 __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulateParams a) {
+  constexpr int E = kEmulateLane<P>;
   __shared__ int warp_flags[kWarpsPerBlock];
   const bool comp = a.comp.mode != CompensatorMode::kOff;
   const bool local = comp && a.comp.residual == ResidualMode::kLocal;
@@ -208,9 +215,9 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulatePar
   }
   bool aligned[P];
 #pragma unroll
-  for (int r = 0; r < P; ++r) aligned[r] = lane_aligned<D>(rank_row<D>(a, r));
-  const bool out_aligned = lane_aligned<D>(a.out);
-  const std::size_t chunks = (a.count + kChunk - 1) / kChunk;
+  for (int r = 0; r < P; ++r) aligned[r] = lane_aligned<D, E>(rank_row<D>(a, r));
+  const bool out_aligned = lane_aligned<D, E>(a.out);
+  const std::size_t chunks = (a.count + kChunkOf<P> - 1) / kChunkOf<P>;
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     const LaneSpot s = lane_spot<P>(a, chunk);
     float x[P][E], m1[P][E], m2[P][E];
@@ -264,8 +271,9 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulatePar
   }
 }
 
-inline unsigned grid_of(std::size_t count, std::size_t cap) {
-  const std::size_t chunks = (count + kChunk - 1) / kChunk;
+template <int P>
+unsigned grid_of(std::size_t count, std::size_t cap) {
+  const std::size_t chunks = (count + kChunkOf<P> - 1) / kChunkOf<P>;
   return static_cast<unsigned>(chunks < cap ? (chunks < 1 ? 1 : chunks) : cap);
 }
 
@@ -274,7 +282,7 @@ constexpr std::size_t kMainGridCap = 0x7FFFFFFF;
 
 template <DType D, int P>
 cudaError_t launch_main(bool exact, const EmulateParams& p, cudaStream_t stream) {
-  const unsigned grid = grid_of(p.count, kMainGridCap);
+  const unsigned grid = grid_of<P>(p.count, kMainGridCap);
   if (exact) {
     emulate_exact_kernel<D, P><<<grid, kBlockThreads, 0, stream>>>(p);
   } else {

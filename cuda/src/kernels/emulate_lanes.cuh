@@ -1,4 +1,4 @@
-// Thread- and block-level steps of the one-GPU emulation kernels: four-element lanes of a rank's
+// Thread- and block-level steps of the one-GPU emulation kernels: E-element lanes of a rank's
 // row (any alignment), a group's statistics over up to 256 lanes of a block, and one
 // quantize -> dequantize of a lane under a group map. The arithmetic is the shared device
 // numerics' (numerics.cuh, lane_ops.cuh); only the data movement lives here.
@@ -10,53 +10,68 @@
 
 namespace echo::cuda::device {
 
-inline constexpr int kEmulateLane = 4;  // elements per thread
+// Elements per thread at P ranks: 8 up to P = 4, so a warp quantizes two 128-groups at once and
+// each group's statistics and map are shared by twice the elements (the kernels are bound by
+// their instructions: docs/performance.md, "One-GPU emulation"); 4 above, where every rank's x',
+// m1 and m2 of 8 elements would no longer fit in registers.
+template <int P>
+inline constexpr int kEmulateLane = P <= 4 ? 8 : 4;
 
-// Whether 4-element lanes starting at multiples of 4 elements from `p` are vector-aligned.
-template <DType D>
+// Whether E-element lanes starting at multiples of E elements from `p` are vector-aligned.
+template <DType D, int E>
 __device__ __forceinline__ bool lane_aligned(const void* p) {
-  return (reinterpret_cast<std::uintptr_t>(p) & (kEmulateLane * sizeof(typename Elem<D>::T) - 1)) == 0;
+  return (reinterpret_cast<std::uintptr_t>(p) & (E * sizeof(typename Elem<D>::T) - 1)) == 0;
 }
 
-// A lane's values in the dtype as floats, zeros past `valid`; one 8- or 16-byte load when aligned.
-template <DType D>
+// A lane's values in the dtype as floats, zeros past `valid`; 16-byte loads (one 8-byte load for
+// four 2-byte elements) when aligned.
+template <DType D, int E>
 __device__ __forceinline__ void load_lane(const void* base, std::size_t e0, int valid, bool aligned,
-                                          float (&v)[kEmulateLane]) {
+                                          float (&v)[E]) {
   using T = typename Elem<D>::T;
-  const T* p = static_cast<const T*>(base) + e0;
-  if (valid == kEmulateLane && aligned) {
-    if constexpr (sizeof(T) == 4) {
-      const float4 f = *reinterpret_cast<const float4*>(p);
-      v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
-    } else {
+  if constexpr (E * sizeof(T) % 16 == 0) {
+    load_elems<D, E>(base, e0, valid, aligned, v);
+  } else {
+    static_assert(E == 4 && sizeof(T) == 2, "lanes of 16-byte multiples, or four 2-byte elements");
+    const T* p = static_cast<const T*>(base) + e0;
+    if (valid == E && aligned) {
       const uint2 u = *reinterpret_cast<const uint2*>(p);
       v[0] = Elem<D>::load(static_cast<T>(u.x & 0xFFFFu));
       v[1] = Elem<D>::load(static_cast<T>(u.x >> 16));
       v[2] = Elem<D>::load(static_cast<T>(u.y & 0xFFFFu));
       v[3] = Elem<D>::load(static_cast<T>(u.y >> 16));
+      return;
     }
-    return;
-  }
 #pragma unroll
-  for (int k = 0; k < kEmulateLane; ++k) v[k] = k < valid ? Elem<D>::load(p[k]) : 0.0f;
+    for (int k = 0; k < E; ++k) v[k] = k < valid ? Elem<D>::load(p[k]) : 0.0f;
+  }
 }
 
 // Rounds a lane to the dtype (NaN canonical) and stores its `valid` elements; returns the stored
 // values as floats (the delivered output, dtype_rne(v)).
-template <DType D>
+template <DType D, int E>
 __device__ __forceinline__ void store_lane(void* base, std::size_t e0, int valid, bool aligned,
-                                           const float (&v)[kEmulateLane], float (&stored)[kEmulateLane]) {
+                                           const float (&v)[E], float (&stored)[E]) {
   using T = typename Elem<D>::T;
-  T t[kEmulateLane];
+  static_assert(E * sizeof(T) % 8 == 0, "lanes of 8-byte multiples");
+  T t[E];
 #pragma unroll
-  for (int k = 0; k < kEmulateLane; ++k) {
+  for (int k = 0; k < E; ++k) {
     t[k] = Elem<D>::store(v[k]);
     stored[k] = Elem<D>::load(t[k]);
   }
   T* p = static_cast<T*>(base) + e0;
-  if (valid == kEmulateLane && aligned) {
-    if constexpr (sizeof(T) == 4) {
-      *reinterpret_cast<float4*>(p) = make_float4(t[0], t[1], t[2], t[3]);
+  if (valid == E && aligned) {
+    if constexpr (E * sizeof(T) % 16 == 0) {
+      constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+      for (int w = 0; w < E / kPer; ++w) {
+        uint4 u;
+        T* dst = reinterpret_cast<T*>(&u);
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) dst[k] = t[w * kPer + k];
+        reinterpret_cast<uint4*>(p)[w] = u;
+      }
     } else {
       *reinterpret_cast<uint2*>(p) = make_uint2(static_cast<unsigned>(t[0]) | (static_cast<unsigned>(t[1]) << 16),
                                                 static_cast<unsigned>(t[2]) | (static_cast<unsigned>(t[3]) << 16));
@@ -64,22 +79,26 @@ __device__ __forceinline__ void store_lane(void* base, std::size_t e0, int valid
     return;
   }
 #pragma unroll
-  for (int k = 0; k < kEmulateLane; ++k) {
+  for (int k = 0; k < E; ++k) {
     if (k < valid) p[k] = t[k];
   }
 }
 
 // x' of a lane into an fp32 row of any 4-byte alignment, NaNs canonical.
-__device__ __forceinline__ void store_lane_f32_canonical(float* p, int valid, const float (&v)[kEmulateLane]) {
-  float c[kEmulateLane];
+template <int E>
+__device__ __forceinline__ void store_lane_f32_canonical(float* p, int valid, const float (&v)[E]) {
+  float c[E];
 #pragma unroll
-  for (int k = 0; k < kEmulateLane; ++k) c[k] = canonical_nan(v[k]);
-  if (valid == kEmulateLane && (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0) {
-    *reinterpret_cast<float4*>(p) = make_float4(c[0], c[1], c[2], c[3]);
+  for (int k = 0; k < E; ++k) c[k] = canonical_nan(v[k]);
+  if (valid == E && (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0) {
+#pragma unroll
+    for (int w = 0; w < E / 4; ++w) {
+      reinterpret_cast<float4*>(p)[w] = make_float4(c[4 * w], c[4 * w + 1], c[4 * w + 2], c[4 * w + 3]);
+    }
     return;
   }
 #pragma unroll
-  for (int k = 0; k < kEmulateLane; ++k) {
+  for (int k = 0; k < E; ++k) {
     if (k < valid) p[k] = c[k];
   }
 }
@@ -89,10 +108,11 @@ __device__ __forceinline__ void store_lane_f32_canonical(float* p, int valid, co
 // warps of groups wider than one. Every thread of the block calls it (it holds barriers when
 // lanes > 32). min and max are exact, so the result does not depend on the order of the reduction
 // (the sign of a zero min or max never matters to the group map: lane_ops.cuh, group_stats).
-__device__ __forceinline__ GroupStats block_group_stats(const float (&v)[kEmulateLane], int valid, int lanes,
+template <int E>
+__device__ __forceinline__ GroupStats block_group_stats(const float (&v)[E], int valid, int lanes,
                                                         float2* warp_stats) {
-  if (lanes <= 32) return group_stats<kEmulateLane>(v, valid, lanes);
-  const GroupStats w = group_stats<kEmulateLane>(v, valid, 32);
+  if (lanes <= 32) return group_stats<E>(v, valid, lanes);
+  const GroupStats w = group_stats<E>(v, valid, 32);
   const int warp = threadIdx.x >> 5;
   if ((threadIdx.x & 31) == 0) warp_stats[warp] = make_float2(w.mn, w.mx);
   __syncthreads();
@@ -130,17 +150,18 @@ __device__ __forceinline__ bool block_group_any(bool flag, int lanes, int* warp_
 // One quantize -> dequantize of a lane under its group's map: what a receiver of the codes
 // computes (docs/numerics.md 2; every element NaN in a poisoned group). Any bit width 2..8: the
 // code is the low byte of encode_bits(), its value code_value_of_bits().
+template <int E>
 __device__ __forceinline__ void requantize_lane(const GroupMap& map, bool symmetric, int bits,
-                                                const float (&v)[kEmulateLane], float (&out)[kEmulateLane]) {
+                                                const float (&v)[E], float (&out)[E]) {
   if (map.poisoned) {
 #pragma unroll
-    for (int k = 0; k < kEmulateLane; ++k) out[k] = poisoned_value();
+    for (int k = 0; k < E; ++k) out[k] = poisoned_value();
     return;
   }
   const DecodeParams dp = decode_params_of(map, symmetric, bits);
   const float magic = encode_magic(map);
 #pragma unroll
-  for (int k = 0; k < kEmulateLane; ++k) {
+  for (int k = 0; k < E; ++k) {
     out[k] = decode_finite_value(dp.s, dp.z, code_value_of_bits(encode_bits(map, magic, v[k])));
   }
 }

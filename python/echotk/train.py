@@ -90,7 +90,7 @@ def learning_rate(step: int, total: int, peak: float, warmup: int, min_ratio: fl
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m echotk train", description=__doc__.splitlines()[0],
+    p = argparse.ArgumentParser(prog="python -m echotk train", description=" ".join(__doc__.split()),
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", required=True, help="run folder: config.json, train.csv, sites.csv, state.pt")
     p.add_argument("--data", default="data/training", help="folder of train.npy, val.npy, manifest.json")
@@ -215,7 +215,7 @@ class Trainer:
                 self.allreduce = AllReduce(ranks=args.ranks, spec=spec, device=args.device)
             else:
                 self.allreduce = ExactAllReduce(ranks=args.ranks, dtype=args.dtype, device=args.device)
-        except ValueError as e:
+        except (ValueError, RuntimeError) as e:  # RuntimeError: device="cuda" without the CUDA build
             raise BadInput(str(e)) from e
         self.manifest, ids = load_ids(args.data)
         if self.manifest["vocab_size"] > self.config.vocab_size:

@@ -20,24 +20,14 @@ start=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt" 2>&1
 note "gpu: $(head -1 "$out/gpu.txt"); $("$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1)"
 
-# NCCL's header (shared internal headers of cuda/ include it; no NCCL library is linked): the
-# toolkit's, the system's, or the nvidia-nccl wheel's.
-nccl_root=""
-if [[ ! -e /usr/local/cuda/include/nccl.h && ! -e /usr/include/nccl.h ]]; then
-  h=$(find / -xdev -name nccl.h -path '*nccl/include*' 2>/dev/null | head -1)
-  [[ -n $h ]] && nccl_root=$(dirname "$(dirname "$h")")
-fi
-export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-"$python" -m pip install --no-deps --no-build-isolation -v . \
-    -C cmake.define.ECHO_PYTHON_CUDA=ON -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 \
-    ${nccl_root:+-C cmake.define.NCCL_ROOT=$nccl_root} >"$out/python-install.log" 2>&1 ||
-  { note "install FAILED (python-install.log)"; grep -E "error|Error" "$out/python-install.log" | head -40; exit 1; }
-has_cuda=$(cd /tmp && "$python" -c "import echotk._C as c; print(c.HAS_CUDA)" 2>&1)
-note "install ok in $(( $(date +%s) - start )) s; echotk._C.HAS_CUDA = $has_cuda"
-[[ $has_cuda == True ]] || { note "the extension has no CUDA path"; exit 1; }
+source "$root/scripts/python_gpu_install.sh"
+install_echotk_cuda "$python" "$out/python-install.log" ||
+  { note "install FAILED or the extension has no CUDA path (python-install.log)"
+    grep -E "error|Error" "$out/python-install.log" | head -40; exit 1; }
+note "install ok in $(( $(date +%s) - start )) s"
 
 # The suite, from python/tests so that `import echotk` finds the installed package.
-files=(test_cuda.py test_tensor_parallel.py)
+files=(test_cuda.py test_tensor_parallel.py test_training.py)
 if "$python" -c "import h5py" >/dev/null 2>&1; then files=(.); fi
 ( cd python/tests && timeout "${TEST_TIMEOUT:-360}" "$python" -m pytest -q -rs -p no:cacheprovider \
     --junitxml="$out/pytest.xml" "${files[@]}" ) >"$out/pytest.log" 2>&1

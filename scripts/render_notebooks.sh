@@ -2,7 +2,8 @@
 # Executes the notebooks under notebooks/ and renders them to HTML, with their figures as PNG.
 # Inputs come from this build's echotk: `prove --json`, `replay` of the bundled trace (per
 # quantizer, and without compensation) and, when the subcommand exists, `compare --json`; the
-# bench notebook reads data/bench/bench.csv (the current full run of `echotk bench`).
+# bench notebook reads data/bench/bench.csv (the current full run of `echotk bench`), the training
+# notebook the runs under data/training.
 # Works offline once the Python packages are installed:
 #   python3 -m pip install nbconvert nbclient ipykernel matplotlib h5py numpy
 #
@@ -44,6 +45,8 @@ if "$echotk" --help | grep -qE "^ +compare( |$)"; then
 fi
 
 export ECHO_NOTEBOOK_DATA="$out/data" ECHO_NOTEBOOK_FIGURES="$out" ECHO_BENCH_CSV="$root/data/bench/bench.csv"
+# training.ipynb: data/training/runs (GPU runs) when present, else the short CPU runs of data/training/cpu-demo.
+export ECHO_TRAINING_DATA="$root/data/training"
 export MPLBACKEND=Agg
 for notebook in "$root"/notebooks/*.ipynb; do
   echo "render_notebooks: $(basename "$notebook")" >&2

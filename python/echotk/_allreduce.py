@@ -154,10 +154,14 @@ class AllReduce:
         self._states = {d: _DirectionState() for d in DIRECTIONS}
         self._report = None
 
-    def reset(self):
-        """Starts a pass: both directions' compensator states begin again from zero."""
-        for state in self._states.values():
-            state.live = False
+    def reset(self, direction: Optional[str] = None):
+        """Starts a pass: the compensator state of `direction` ("forward" or "backward"; None:
+        both) begins again from zero at its next call."""
+        if direction is not None and direction not in DIRECTIONS:
+            raise ValueError(f"direction must be 'forward', 'backward' or None, got {direction!r}")
+        for name, state in self._states.items():
+            if direction is None or name == direction:
+                state.live = False
 
     def __call__(self, parts, direction: str = "forward"):
         parts, raw_bits = _call_arguments(parts, direction, self.ranks, self.dtype, self.device)
@@ -240,8 +244,9 @@ class ExactAllReduce:
         self.device = _device(device, need_cuda_build=False)
         self._report = None
 
-    def reset(self):
-        pass
+    def reset(self, direction: Optional[str] = None):
+        if direction is not None and direction not in DIRECTIONS:
+            raise ValueError(f"direction must be 'forward', 'backward' or None, got {direction!r}")
 
     def __call__(self, parts, direction: str = "forward"):
         parts, raw_bits = _call_arguments(parts, direction, self.ranks, self.dtype, self.device)

@@ -293,3 +293,18 @@ def test_state_reads_the_averages_of_each_direction():
     off = echotk.AllReduce(ranks=3, spec=echotk.Spec(compensator="off"))
     off(x)
     assert off.state() is None
+
+
+def test_reset_of_one_direction_keeps_the_other():
+    ar = echotk.AllReduce(ranks=4, spec=echotk.Spec(bits=4, dtype="fp32"))
+    x = torch.randn(4, 256)
+    ar(x)
+    ar(x, direction="backward")
+    ar.reset("backward")
+    assert ar.state("forward") is not None and ar.state("backward") is None
+    ar.reset()
+    assert ar.state("forward") is None
+    with pytest.raises(ValueError, match="direction"):
+        ar.reset("sideways")
+    with pytest.raises(ValueError, match="direction"):
+        echotk.ExactAllReduce(ranks=4).reset("sideways")

@@ -1,0 +1,413 @@
+"""`python -m echotk train`: trains echotk.train_model.TPLlama (P emulated tensor-parallel ranks, every
+site's all-reduce exact or Echo) on the token ids of data/training, with a CSV of losses per step,
+the all-reduce's per-site errors every few steps, and resume from a saved state
+(docs/python.md, docs/results-training.md)."""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+
+from ._allreduce import AllReduce, ExactAllReduce
+from .nn import TensorParallelGroup
+from .ppl import add_spec_options, spec_from_args
+from .train_data import load as load_ids
+from .train_model import ModelConfig, TPLlama, parameter_count
+
+EXIT_BAD_INPUT = 2
+STATE_FILE, CONFIG_FILE, TRAIN_CSV, SITES_CSV = "state.pt", "config.json", "train.csv", "sites.csv"
+TRAIN_COLUMNS = ["step", "tokens", "train_loss", "val_loss", "lr", "step_seconds", "allreduce_share"]
+SITE_COLUMNS = ["step", "direction", "site", "kind", "injected_error", "net_error", "correction_norm",
+                "sum_norm", "relative_error", "scale_exponent", "poisoned_groups"]
+# Arguments that only steer one invocation; every other one defines the run and must match on resume.
+INVOCATION_ONLY = ("out", "resume", "max_seconds", "stop_after", "save_every", "progress", "threads", "data")
+
+
+class BadInput(Exception):
+    pass
+
+
+class DataOrder:
+    """Training sequences of seq + 1 tokens (inputs and shifted targets), epoch after epoch: epoch e
+    cuts the stream at a random offset into windows of stride seq and visits them in a random
+    order, both drawn from numpy's PCG64 seeded with (data_seed, e). Sequence g of the run is a
+    pure function of g, so every run with the same data seed sees the same batches."""
+
+    def __init__(self, ids: np.ndarray, seq: int, data_seed: int):
+        if len(ids) < 2 * (seq + 1):
+            raise BadInput(f"the training split has {len(ids)} tokens, too few for sequences of {seq}")
+        self.ids, self.seq, self.data_seed = ids, seq, data_seed
+        self._epochs: Dict[int, np.ndarray] = {}
+
+    def _epoch(self, e: int) -> np.ndarray:
+        if e not in self._epochs:
+            rng = np.random.Generator(np.random.PCG64([self.data_seed, e]))
+            offset = int(rng.integers(0, self.seq))
+            count = (len(self.ids) - 1 - offset) // self.seq
+            self._epochs = {e: offset + self.seq * rng.permutation(count)}  # keep one epoch cached
+        return self._epochs[e]
+
+    def per_epoch(self) -> int:
+        return (len(self.ids) - 1 - (self.seq - 1)) // self.seq  # the smallest epoch's count
+
+    def batch(self, step: int, batch: int) -> np.ndarray:
+        """[batch, seq + 1] int64 token ids of step `step`."""
+        per = self.per_epoch()
+        rows = []
+        for g in range(step * batch, (step + 1) * batch):
+            start = self._epoch(g // per)[g % per]
+            rows.append(self.ids[start : start + self.seq + 1])
+        return np.stack(rows).astype(np.int64)
+
+
+def validation_batches(ids: np.ndarray, seq: int, batch: int, limit: int) -> List[np.ndarray]:
+    """The validation split as consecutive windows of seq + 1 tokens (stride seq), the first
+    `limit` of them (0: all), in batches."""
+    count = (len(ids) - 1) // seq
+    if limit:
+        count = min(count, limit)
+    if count < 1:
+        raise BadInput(f"the validation split has {len(ids)} tokens, too few for one sequence of {seq}")
+    windows = np.stack([ids[i * seq : i * seq + seq + 1] for i in range(count)]).astype(np.int64)
+    return [windows[i : i + batch] for i in range(0, count, batch)]
+
+
+def learning_rate(step: int, total: int, peak: float, warmup: int, min_ratio: float) -> float:
+    """Linear warm-up over `warmup` steps to `peak`, then cosine decay to min_ratio * peak at `total`."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return peak * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m echotk train", description=" ".join(__doc__.split()),
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--out", required=True, help="run folder: config.json, train.csv, sites.csv, state.pt")
+    p.add_argument("--data", default="data/training", help="folder of train.npy, val.npy, manifest.json")
+    p.add_argument("--allreduce", default="exact", choices=["exact", "echo"])
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"],
+                   help="bf16: bf16 autocast and a bf16 all-reduce; fp32: fp32 throughout")
+    p.add_argument("--ranks", "-P", type=int, default=4, help="emulated tensor-parallel ranks (1..8)")
+    add_spec_options(p)
+    d = ModelConfig()
+    for name in ("dim", "layers", "heads", "ffn", "seq"):
+        p.add_argument(f"--{name}", type=int, default=getattr(d, name), help=f"model {name}")
+    p.add_argument("--tokens", type=int, default=50_000_000, help="training tokens (steps = tokens / (batch * seq))")
+    p.add_argument("--batch", type=int, default=32, help="sequences per step")
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    p.add_argument("--min-lr-ratio", type=float, default=0.1, help="final learning rate / peak")
+    p.add_argument("--warmup", type=int, default=100, help="warm-up steps")
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--adam-beta1", type=float, default=0.9)
+    p.add_argument("--adam-beta2", type=float, default=0.95)
+    p.add_argument("--adam-eps", type=float, default=1e-5)
+    p.add_argument("--grad-clip", type=float, default=1.0, help="global gradient norm clip (0: off)")
+    p.add_argument("--seed", type=int, default=0, help="initialization seed")
+    p.add_argument("--data-seed", type=int, default=0, help="data order seed (same order for every run)")
+    p.add_argument("--eval-every", type=int, default=100, help="validation loss every N steps and at the end (0: end only)")
+    p.add_argument("--eval-sequences", type=int, default=0, help="validation sequences (0: the whole split)")
+    p.add_argument("--site-every", type=int, default=100,
+                   help="per-site all-reduce errors every N steps into sites.csv (0: never; Echo runs only)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its state.pt "
+                   "(or start it when there is none)")
+    p.add_argument("--max-seconds", type=float, default=0, help="stop and save before this many seconds (0: no limit)")
+    p.add_argument("--stop-after", type=int, default=0, help="stop and save after this many steps (0: no limit)")
+    p.add_argument("--save-every", type=int, default=0, help="also save the state every N steps (0: at the stop only)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    return p
+
+
+def _check_args(args):
+    for name in ("batch", "tokens", "ranks"):
+        if getattr(args, name) < 1:
+            raise BadInput(f"--{name} must be >= 1, got {getattr(args, name)}")
+    for name in ("warmup", "eval_every", "eval_sequences", "site_every", "stop_after", "save_every", "threads"):
+        if getattr(args, name) < 0:
+            raise BadInput(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    for name in ("lr", "adam_eps"):
+        if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
+            raise BadInput(f"--{name.replace('_', '-')} must be a positive number, got {getattr(args, name)}")
+    if not 0 <= args.min_lr_ratio <= 1:
+        raise BadInput(f"--min-lr-ratio must lie in [0, 1], got {args.min_lr_ratio}")
+    if args.tokens < args.batch * args.seq:
+        raise BadInput(f"--tokens {args.tokens} is less than one step of {args.batch} x {args.seq} tokens")
+    if args.max_seconds < 0 or not math.isfinite(args.max_seconds):
+        raise BadInput(f"--max-seconds must be >= 0, got {args.max_seconds}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise BadInput("--device cuda: no CUDA device is visible")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise BadInput(f"--out {args.out} is a file, not a folder")
+
+
+def run_config(args) -> dict:
+    return {k: v for k, v in sorted(vars(args).items()) if k not in INVOCATION_ONLY}
+
+
+def _atomic_write(path: str, text: str):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _csv_keep(path: str, columns: List[str], last_step: int):
+    """Rewrites a CSV keeping the rows of steps <= last_step (rows written after the last save)."""
+    rows = []
+    if os.path.isfile(path):
+        with open(path, newline="") as f:
+            rows = [r for r in csv.reader(f)][1:]
+    kept = [r for r in rows if r and int(r[0]) <= last_step]
+    _atomic_write(path, ",".join(columns) + "\n" + "".join(",".join(r) + "\n" for r in kept))
+
+
+class Progress:
+    """tqdm when it is installed, else a line every 10 seconds."""
+
+    def __init__(self, total: int, initial: int, enabled: bool):
+        self.enabled, self.total, self.step, self._last = enabled, total, initial, 0.0
+        self.bar = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True,
+                                mininterval=1.0 if sys.stderr.isatty() else 10.0)
+            except ImportError:
+                pass
+
+    def update(self, **info):
+        self.step += 1
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(info, refresh=False)
+        elif time.monotonic() - self._last > 10 or self.step == self.total:
+            self._last = time.monotonic()
+            print(f"train {self.step}/{self.total} " + " ".join(f"{k}={v}" for k, v in info.items()),
+                  file=sys.stderr, flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Trainer:
+    def __init__(self, args):
+        self.args = args
+        self.device = torch.device(args.device)
+        self.config = ModelConfig(dim=args.dim, layers=args.layers, heads=args.heads, ffn=args.ffn, seq=args.seq)
+        try:
+            self.config.check(args.ranks)
+            spec = spec_from_args(args)
+            if args.allreduce == "echo":
+                self.allreduce = AllReduce(ranks=args.ranks, spec=spec, device=args.device)
+            else:
+                self.allreduce = ExactAllReduce(ranks=args.ranks, dtype=args.dtype, device=args.device)
+        except (ValueError, RuntimeError) as e:  # RuntimeError: device="cuda" without the CUDA build
+            raise BadInput(str(e)) from e
+        self.manifest, ids = load_ids(args.data)
+        if self.manifest["vocab_size"] > self.config.vocab_size:
+            raise BadInput(f"{args.data}: vocabulary of {self.manifest['vocab_size']} tokens, the model has "
+                           f"{self.config.vocab_size}")
+        self.data = DataOrder(ids["train"], args.seq, args.data_seed)
+        self.val = validation_batches(ids["val"], args.seq, args.batch, args.eval_sequences)
+        self.steps = args.tokens // (args.batch * args.seq)
+        torch.manual_seed(args.seed)
+        self.group = TensorParallelGroup(args.ranks, self.allreduce)
+        self.model = TPLlama(self.config, self.group).to(self.device)
+        decay = [p for n, p in self.model.named_parameters() if p.dim() >= 2]
+        other = [p for n, p in self.model.named_parameters() if p.dim() < 2]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": args.weight_decay}, {"params": other, "weight_decay": 0.0}],
+            lr=args.lr, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_eps)
+        self.step = 0
+        self.autocast = args.dtype == "bf16"
+
+    # -- state ------------------------------------------------------------------------------
+    def save(self):
+        """state.pt through a temporary name. The compensator states need no saving: both are
+        reset at the start of every pass, so between steps they are empty."""
+        state = {"version": 1, "step": self.step, "config": run_config(self.args),
+                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "rng_cpu": torch.get_rng_state(),
+                 "rng_cuda": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None}
+        path = os.path.join(self.args.out, STATE_FILE)
+        torch.save(state, path + ".tmp")
+        os.replace(path + ".tmp", path)
+
+    def load(self, path: str):
+        state = torch.load(path, map_location=self.device, weights_only=False)
+        if state.get("config") != run_config(self.args):
+            saved, now = state.get("config", {}), run_config(self.args)
+            diff = [k for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
+            raise BadInput(f"{path}: saved for other settings ({', '.join(diff)}); use the run's own "
+                           f"arguments or another --out")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng_cpu"])
+        if state["rng_cuda"] is not None and self.device.type == "cuda":
+            torch.cuda.set_rng_state_all(state["rng_cuda"])
+        self.step = state["step"]
+
+    # -- steps ------------------------------------------------------------------------------
+    def _autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast)
+
+    def _tensors(self, windows: np.ndarray):
+        t = torch.from_numpy(windows).to(self.device, non_blocking=True)
+        return t[:, :-1], t[:, 1:]
+
+    def evaluate(self) -> float:
+        """Mean next-token loss over the validation sequences (the run's all-reduce in the forward)."""
+        self.model.eval()
+        total, count = 0.0, 0
+        with torch.no_grad(), self._autocast():
+            for windows in self.val:
+                ids, targets = self._tensors(windows)
+                total += float(self.model.loss(ids, targets)) * targets.numel()
+                count += targets.numel()
+        self.model.train()
+        return total / count
+
+    def train_step(self, record_sites: bool):
+        args = self.args
+        lr = learning_rate(self.step, self.steps, args.lr, args.warmup, args.min_lr_ratio)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        ids, targets = self._tensors(self.data.batch(self.step, args.batch))
+        self.group.timing = True
+        self.group.record_reports = record_sites
+        self.group.reports.clear()
+        if isinstance(self.allreduce, AllReduce) and self.device.type == "cuda":
+            self.allreduce.norms = record_sites  # the report's norms need x'; other steps skip it
+        with self._autocast():
+            loss = self.model.loss(ids, targets)
+        loss.backward()
+        if args.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        value = float(loss.detach())
+        self.group.record_reports = False
+        return value, lr
+
+    def run(self) -> int:
+        args = self.args
+        start = time.monotonic()
+        os.makedirs(args.out, exist_ok=True)
+        state_path = os.path.join(args.out, STATE_FILE)
+        if os.path.isfile(state_path):
+            if not args.resume:
+                raise BadInput(f"--out {args.out} holds a run already (state.pt); pass --resume or another folder")
+            self.load(state_path)
+        elif os.path.isfile(os.path.join(args.out, TRAIN_CSV)):
+            if not args.resume:
+                raise BadInput(f"--out {args.out} holds a run's CSV already; pass --resume or another folder")
+        _atomic_write(os.path.join(args.out, CONFIG_FILE), json.dumps(
+            {**run_config(self.args), "parameters": parameter_count(self.model), "steps": self.steps,
+             "data_manifest": self.manifest["splits"]}, indent=2) + "\n")
+        _csv_keep(os.path.join(args.out, TRAIN_CSV), TRAIN_COLUMNS, self.step)
+        _csv_keep(os.path.join(args.out, SITES_CSV), SITE_COLUMNS, self.step)
+        print(f"train: {parameter_count(self.model) / 1e6:.2f} M parameters, {self.steps} steps of "
+              f"{args.batch} x {args.seq} tokens, all-reduce {self.allreduce}, from step {self.step}",
+              file=sys.stderr, flush=True)
+        if self.step >= self.steps:
+            print(f"train: {args.out} is complete ({self.steps} steps)", file=sys.stderr)
+            return 0
+        echo = isinstance(self.allreduce, AllReduce)
+        progress = Progress(self.steps, self.step, args.progress)
+        step_times, shares = [], []
+        longest_step = longest_eval = 0.0
+        save_seconds = 2.0  # until a save has been timed
+        done_here, val = 0, float("nan")
+        train_csv = open(os.path.join(args.out, TRAIN_CSV), "a", newline="")
+        sites_csv = open(os.path.join(args.out, SITES_CSV), "a", newline="")
+        try:
+            while self.step < self.steps:
+                last = self.step + 1 == self.steps
+                evaluate = last or (args.eval_every and (self.step + 1) % args.eval_every == 0)
+                if args.max_seconds:
+                    need = 2 * longest_step + (2 * longest_eval if evaluate else 0) + 2 * save_seconds + 1.0
+                    if time.monotonic() - start + need > args.max_seconds:
+                        break
+                if args.stop_after and done_here >= args.stop_after:
+                    break
+                record = echo and args.site_every > 0 and (self.step % args.site_every == 0 or last)
+                begin = time.perf_counter()
+                loss, lr = self.train_step(record)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize()
+                seconds = time.perf_counter() - begin
+                share = self.group.allreduce_seconds() / seconds
+                self.step += 1
+                done_here += 1
+                longest_step = max(longest_step, seconds) if done_here > 1 else longest_step
+                step_times.append(seconds)
+                shares.append(share)
+                if not math.isfinite(loss):
+                    raise FloatingPointError(f"the training loss is {loss} at step {self.step}")
+                for direction, site, kind, r in self.group.reports:
+                    sites_csv.write(f"{self.step},{direction},{site},{kind},{r.injected_error!r},{r.net_error!r},"
+                                    f"{r.correction_norm!r},{r.sum_norm!r},{r.relative_error!r},"
+                                    f"{r.scale_exponent},{r.poisoned_groups}\n")
+                val_text = ""
+                if evaluate:
+                    eval_begin = time.perf_counter()
+                    val = self.evaluate()
+                    longest_eval = max(longest_eval, time.perf_counter() - eval_begin)
+                    val_text = repr(val)
+                train_csv.write(f"{self.step},{self.step * args.batch * args.seq},{loss!r},{val_text},{lr!r},"
+                                f"{seconds!r},{share!r}\n")
+                train_csv.flush()
+                sites_csv.flush()
+                progress.update(loss=f"{loss:.3f}", val=f"{val:.3f}")
+                if args.save_every and self.step % args.save_every == 0 and self.step < self.steps:
+                    save_begin = time.perf_counter()
+                    self.save()
+                    save_seconds = time.perf_counter() - save_begin
+        finally:
+            train_csv.close()
+            sites_csv.close()
+            progress.close()
+        self.save()
+        if step_times:
+            timed = step_times[1:] or step_times  # the first step pays for warm-up
+            median = float(np.median(timed))
+            print(f"train: steps {self.step - done_here}..{self.step} of {self.steps} in "
+                  f"{time.monotonic() - start:.1f} s; median step {median * 1000:.1f} ms, "
+                  f"{args.batch * args.seq / median:.0f} tokens/s, all-reduce share {np.median(shares[1:] or shares):.3f}",
+                  file=sys.stderr)
+        state = "complete" if self.step >= self.steps else "stopped (resume with --resume)"
+        print(f"train: {args.out} {state} at step {self.step}, last validation loss {val:.4f}", file=sys.stderr)
+        return 0
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        _check_args(args)
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        return Trainer(args).run()
+    except (BadInput, FileNotFoundError) as e:
+        print(f"echotk train: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ValueError as e:
+        print(f"echotk train: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -52,18 +52,19 @@ __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
   return static_cast<const typename Elem<D>::T*>(a.parts) + static_cast<std::size_t>(r) * a.count;
 }
 
-// Every rank's x' of the lane (gradient units), with the state it was formed from; also the
-// optional x' output.
+// Every rank's x' of the lane (gradient units); also the optional x' output. The state it was
+// formed from is not kept: update_rank loads it again (from cache), which leaves the registers
+// of P ranks' averages free for the quantization.
 template <DType D, int P, int E>
 __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpot& s, bool fresh,
-                                           const bool (&aligned)[P], float (&x)[P][E], float (&m1)[P][E],
-                                           float (&m2)[P][E]) {
+                                           const bool (&aligned)[P], float (&x)[P][E]) {
 #pragma unroll
   for (int r = 0; r < P; ++r) {
     load_lane<D>(rank_row<D>(a, r), s.e0, s.valid, aligned[r], x[r]);
     if (a.comp.mode != CompensatorMode::kOff) {
-      load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r], m2[r]);
-      apply_compensation<E>(a.comp, fresh, m1[r], m2[r], x[r]);
+      float m1[E], m2[E];
+      load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+      apply_compensation<E>(a.comp, fresh, m1, m2, x[r]);
     }
     if (a.compensated != nullptr && s.valid > 0) {
       store_lane_f32_canonical(a.compensated + static_cast<std::size_t>(r) * a.count + s.e0, s.valid, x[r]);
@@ -71,18 +72,21 @@ __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpo
   }
 }
 
-// Rank r's new averages from its residual u, stored (lanes inside the message only).
+// Rank r's new averages from its residual u and its averages (loaded again), stored (lanes inside
+// the message only).
 template <int E>
-__device__ __forceinline__ void update_rank(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E],
-                                            float (&m1)[E], float (&m2)[E]) {
+__device__ __forceinline__ void update_rank(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E]) {
+  const std::size_t at = static_cast<std::size_t>(r) * a.state_stride + s.e0;
+  float m1[E], m2[E];
+  load_state<E>(a.comp, at, s.valid, m1, m2);
   update_state<E>(a.comp, u, m1, m2);
-  store_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+  store_state<E>(a.comp, at, s.valid, m1, m2);
 }
 
 // Global residual (docs/numerics.md 6): u_i = x'_i - y / P for every rank, y the delivered output.
 template <int P, int E>
 __device__ __forceinline__ void update_global(const EmulateParams& a, const LaneSpot& s, const float (&x)[P][E],
-                                              const float (&y)[E], float (&m1)[P][E], float (&m2)[P][E]) {
+                                              const float (&y)[E]) {
   // For a power-of-two P the product with 1 / P (exact) is the same correctly rounded quotient.
   constexpr bool kPow2 = (P & (P - 1)) == 0;
   float share[E];
@@ -95,7 +99,7 @@ __device__ __forceinline__ void update_global(const EmulateParams& a, const Lane
     float u[E];
 #pragma unroll
     for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], share[k]);
-    update_rank(a, r, s, u, m1[r], m2[r]);
+    update_rank(a, r, s, u);
   }
 }
 
@@ -128,8 +132,8 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
   const std::size_t chunks = (a.count + kChunkOf<P> - 1) / kChunkOf<P>;
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     const LaneSpot s = lane_spot<P>(a, chunk);
-    float x[P][E], m1[P][E], m2[P][E];
-    load_ranks<D, P>(a, s, fresh, aligned, x, m1, m2);
+    float x[P][E];
+    load_ranks<D, P>(a, s, fresh, aligned, x);
     // Push and reduce: rank r's term is its dequantized push where it does not own the group,
     // its own x' (times 2^k) where it does; acc sums the terms in rank order.
     float acc[E];
@@ -151,7 +155,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
             float u[E];
 #pragma unroll
             for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], a.backward ? __fmul_rn(v[k], sc.unscale) : v[k]);
-            update_rank(a, r, s, u, m1[r], m2[r]);
+            update_rank(a, r, s, u);
           }
         }
       }
@@ -179,10 +183,10 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
         float u[E];
 #pragma unroll
         for (int k = 0; k < E; ++k) u[k] = __fsub_rn(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], delivered[k]);
-        update_rank(a, r, s, u, m1[r], m2[r]);
+        update_rank(a, r, s, u);
       }
     } else {
-      update_global<P>(a, s, x, delivered, m1, m2);
+      update_global<P>(a, s, x, delivered);
     }
   }
 }
@@ -220,8 +224,8 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulatePar
   const std::size_t chunks = (a.count + kChunkOf<P> - 1) / kChunkOf<P>;
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     const LaneSpot s = lane_spot<P>(a, chunk);
-    float x[P][E], m1[P][E], m2[P][E];
-    load_ranks<D, P>(a, s, fresh, aligned, x, m1, m2);
+    float x[P][E];
+    load_ranks<D, P>(a, s, fresh, aligned, x);
     float acc[E];
     bool bad = false;  // a term of the lane is not finite: its group is reported poisoned
 #pragma unroll
@@ -263,10 +267,10 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulatePar
             u[k] = r == s.owner ? own[k] : 0.0f;
           }
         }
-        update_rank(a, r, s, u, m1[r], m2[r]);
+        update_rank(a, r, s, u);
       }
     } else {
-      update_global<P>(a, s, x, delivered, m1, m2);
+      update_global<P>(a, s, x, delivered);
     }
   }
 }

@@ -141,7 +141,8 @@ class AllReduce:
 
     @property
     def closed(self) -> bool:
-        return self._comm is None or self._comm.closed
+        # Python state only, so that torch.compile traces calls without a graph break.
+        return self._comm is None
 
     def reset(self):
         """Starts a pass: both directions' compensator states begin again from zero."""

@@ -173,20 +173,21 @@ def test_world_of_one_bad_input(world_of_one):
 @needs_communicator
 def test_world_of_one_torch_op_and_compile(world_of_one):
     spec = echotk.Spec()
-    with echotk.distributed.AllReduce(spec=spec) as eager, echotk.distributed.AllReduce(spec=spec) as compiled_ar:
-        x = contributions(1, 2048, "bf16", seed=3)[0].cuda()
-        torch.library.opcheck(torch.ops.echotk.comm_allreduce,
-                              (x, torch.zeros(1, dtype=torch.int64, device="cuda"), eager._id, eager._key,
-                               "forward", True))
-        eager.reset()
+    seq = [contributions(1, 3000, "bf16", seed=20 + call)[0].cuda() for call in range(3)]
 
-        def step(v):
-            return compiled_ar(v) * 2
+    def one_pass(ar, xs):
+        ar.reset()
+        return [ar(x) * 2 for x in xs]
 
-        compiled = torch.compile(step, backend="aot_eager", fullgraph=False)
-        for call in range(3):
-            v = contributions(1, 2048, "bf16", seed=20 + call)[0].cuda()
-            np.testing.assert_array_equal(bits(compiled(v)), bits(eager(v) * 2), err_msg=f"call {call}")
+    with echotk.distributed.AllReduce(spec=spec) as eager_ar, echotk.distributed.AllReduce(spec=spec) as compiled_ar:
+        torch.library.opcheck(torch.ops.echotk.comm_allreduce.default,
+                              (seq[0], torch.zeros(1, dtype=torch.int64, device="cuda"), eager_ar._id,
+                               eager_ar._key, "forward", True))
+        eager = one_pass(eager_ar, seq)
+        compiled_ar(seq[0])  # the state exists before tracing
+        compiled = torch.compile(one_pass)(compiled_ar, seq)
+        for call, (a, b) in enumerate(zip(eager, compiled)):
+            np.testing.assert_array_equal(bits(a), bits(b), err_msg=f"call {call}")
 
 
 @needs_gpu

@@ -100,6 +100,8 @@ class AllReduce:
         self.group = group
         self.world = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
+        if self.rank < 0:
+            raise ValueError("this process is not a member of the given process group")
         if not 1 <= self.world <= 8:
             raise ValueError(f"the process group has {self.world} ranks; the Echo communicator takes 1 to 8")
         handle = self.spec.handle(self.world)  # ValueError for a spec out of range

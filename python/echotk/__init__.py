@@ -8,6 +8,10 @@
 
 docs/python.md describes the API.
 """
+# torch before the extension: with the communicator, _C needs libnccl.so.2, and the copy torch loads
+# must come first (its own, which torch's symbols need; _C takes whichever is loaded).
+import torch  # noqa: F401
+
 from ._spec import Spec
 from ._allreduce import AllReduce, AllReduceReport, ExactAllReduce
 from .tensor_parallel import tensor_parallel

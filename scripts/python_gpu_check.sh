@@ -6,8 +6,15 @@
 # bad input, torch.compile and CUDA-graph replay of a TP forward), then the TP-forward speed
 # script (python/benchmarks/tp_forward.py). Logs and summary.txt under $OUT (default build/out).
 # Tests that need build/bin/echotk or the SmolLM2 GGUF skip when those are absent; without h5py
-# only the files that do not import it run. Environment: PYTHON (default python3).
+# only the files that do not import it run. The build includes the communicator of
+# echotk.distributed (echo_cuda, linked to NCCL), whose tests (python/tests/test_distributed.py) run
+# with the others, followed by python/examples/torchrun_allreduce.py under torchrun on every GPU.
+#   bash scripts/python_gpu_check.sh [all|distributed]   # distributed: only the communicator's tests
+#                                                        # and example (no other tests, no benchmark)
+# Environment: PYTHON (default python3).
 set -uo pipefail
+mode=${1:-all}
+[[ $mode == all || $mode == distributed ]] || { echo "usage: $0 [all|distributed]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=${OUT:-$root/build/out}
@@ -20,30 +27,43 @@ start=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt" 2>&1
 note "gpu: $(head -1 "$out/gpu.txt"); $("$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1)"
 
-# NCCL's header (shared internal headers of cuda/ include it; no NCCL library is linked): the
-# toolkit's, the system's, or the nvidia-nccl wheel's.
-nccl_root=""
-if [[ ! -e /usr/local/cuda/include/nccl.h && ! -e /usr/include/nccl.h ]]; then
-  h=$(find / -xdev -name nccl.h -path '*nccl/include*' 2>/dev/null | head -1)
-  [[ -n $h ]] && nccl_root=$(dirname "$(dirname "$h")")
-fi
+# NCCL (header and library, for the communicator): the toolkit's, the system's, or the nvidia-nccl
+# wheel's (scripts/nccl_env.sh).
+source "$root/scripts/nccl_env.sh"
+mkdir -p "$root/build"
+find_nccl "$root/build"
 export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 "$python" -m pip install --no-deps --no-build-isolation -v . \
     -C cmake.define.ECHO_PYTHON_CUDA=ON -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 \
     ${nccl_root:+-C cmake.define.NCCL_ROOT=$nccl_root} >"$out/python-install.log" 2>&1 ||
   { note "install FAILED (python-install.log)"; grep -E "error|Error" "$out/python-install.log" | head -40; exit 1; }
-has_cuda=$(cd /tmp && "$python" -c "import echotk._C as c; print(c.HAS_CUDA)" 2>&1)
-note "install ok in $(( $(date +%s) - start )) s; echotk._C.HAS_CUDA = $has_cuda"
-[[ $has_cuda == True ]] || { note "the extension has no CUDA path"; exit 1; }
+has_cuda=$(cd /tmp && "$python" -c "import echotk._C as c; print(c.HAS_CUDA, c.HAS_COMMUNICATOR, c.NCCL_VERSION)" 2>&1)
+note "install ok in $(( $(date +%s) - start )) s; echotk._C.HAS_CUDA, HAS_COMMUNICATOR, NCCL_VERSION = $has_cuda"
+[[ $has_cuda == "True True "* ]] || { note "the extension has no CUDA path or no communicator"; exit 1; }
+ldd "$("$python" -c "import echotk._C as c; print(c.__file__)" 2>/dev/null)" 2>&1 | grep -E "nccl|cudart" >>"$summary"
 
 # The suite, from python/tests so that `import echotk` finds the installed package.
-files=(test_cuda.py test_tensor_parallel.py)
+files=(test_cuda.py test_tensor_parallel.py test_distributed.py)
 if "$python" -c "import h5py" >/dev/null 2>&1; then files=(.); fi
+[[ $mode == distributed ]] && files=(test_distributed.py)
 ( cd python/tests && timeout "${TEST_TIMEOUT:-360}" "$python" -m pytest -q -rs -p no:cacheprovider \
     --junitxml="$out/pytest.xml" "${files[@]}" ) >"$out/pytest.log" 2>&1
 rc=$?
 note "pytest ${files[*]}: rc=$rc, $(tail -1 "$out/pytest.log")"
 [[ $rc == 0 ]] || grep -E "^(FAILED|ERROR)" "$out/pytest.log" | head -30 | tee -a "$summary"
+
+# The example as torchrun starts it, on every GPU of the machine.
+gpus=$("$python" -c "import torch; print(min(torch.cuda.device_count(), 8))")
+( cd /tmp && timeout "${EXAMPLE_TIMEOUT:-120}" "$python" -m torch.distributed.run --standalone \
+    --nproc-per-node "$gpus" "$root/python/examples/torchrun_allreduce.py" --calls 4 ) >"$out/torchrun.txt" 2>&1
+example_rc=$?
+note "torchrun_allreduce.py on $gpus GPU(s): rc=$example_rc"
+tail -8 "$out/torchrun.txt" | tee -a "$summary"
+rc=$(( rc != 0 || example_rc != 0 ))
+if [[ $mode == distributed ]]; then
+  note "total $(( $(date +%s) - start )) s"
+  exit $rc
+fi
 
 timeout "${BENCH_TIMEOUT:-180}" "$python" python/benchmarks/tp_forward.py >"$out/tp_forward.txt" 2>&1
 bench_rc=$?

@@ -9,7 +9,11 @@ with no host synchronization (CUDA graphs capture it): `state` is the direction'
 compensator state (mutated; reset first when fresh), `workspace` holds the report on the device
 (_C.report_from_workspace decodes a host copy), `compensated` is x' [P, n] fp32 when
 keep_compensated, else empty. `echotk::exact_allreduce(parts, dtype, ranks) -> (out, report)` is
-the exact sum on either device.
+the exact sum on either device. `echotk::comm_allreduce(x, calls, comm, spec, direction, fresh) ->
+out` runs one rank's call of echotk.distributed.AllReduce over the communicator registered under
+the integer `comm`, on the current stream: x is this rank's [n] contribution, `calls` ([1] int64 on
+x's device) counts the direction's calls since the pass began (mutated: it orders the calls, whose
+compensator state lives in the communicator).
 """
 from __future__ import annotations
 
@@ -22,6 +26,10 @@ from . import _C
 from ._spec import Spec
 
 REPORT_SLOTS = _C.REPORT_SLOTS
+
+
+# echotk.distributed's communicators (_C.RankCommunicator) by the integer the op takes.
+_COMMUNICATORS = {}
 
 
 @functools.lru_cache(maxsize=None)
@@ -107,3 +115,27 @@ def exact_allreduce(parts: torch.Tensor, dtype: str, ranks: int) -> Tuple[torch.
 def _(parts, dtype, ranks):
     return (parts.new_empty(parts.shape[1]),
             parts.new_empty(REPORT_SLOTS, dtype=torch.float64))
+
+
+@torch.library.custom_op("echotk::comm_allreduce", mutates_args=("calls",))
+def comm_allreduce(x: torch.Tensor, calls: torch.Tensor, comm: int, spec: str, direction: str,
+                   fresh: bool) -> torch.Tensor:
+    communicator = _COMMUNICATORS.get(comm)
+    if communicator is None:
+        raise RuntimeError(f"echotk::comm_allreduce: communicator {comm} is closed or was never made")
+    if x.device.type != "cuda":
+        raise ValueError(f"x is on {x.device}; echotk::comm_allreduce takes CUDA tensors")
+    out = torch.empty_like(x)
+    with torch.cuda.device(x.device):
+        communicator.allreduce(_handle(spec, communicator.world), direction, x, out, fresh,
+                               torch.cuda.current_stream(x.device).cuda_stream)
+    if fresh:
+        calls.fill_(1)
+    else:
+        calls.add_(1)
+    return out
+
+
+@comm_allreduce.register_fake
+def _(x, calls, comm, spec, direction, fresh):
+    return torch.empty_like(x)

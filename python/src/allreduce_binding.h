@@ -39,5 +39,7 @@ echo::Direction parse_direction(const std::string& direction);
 
 // The one-GPU emulation kernel's entry points (allreduce_cuda_binding.cpp; CUDA builds only).
 void register_allreduce_cuda(nanobind::module_& m);
+// The communicator of echotk.distributed (communicator_binding.cpp; builds with echo_cuda only).
+void register_communicator(nanobind::module_& m);
 
 }  // namespace echotk

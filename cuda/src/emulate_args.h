@@ -12,8 +12,8 @@
 namespace echo::cuda {
 
 // A state buffer: a 256-byte header (the reset mark, an int, at offset 0), then m1 of every rank,
-// then m2 (dual mode). Rank rows are padded to 64 elements, so every lane of the kernels (4 or 8
-// elements) starts 16-byte (fp32, bf16 of 8) or 8-byte (bf16 of 4) aligned.
+// then m2 (dual mode). Rank rows are padded to 64 elements, so every 4-element lane of the kernels
+// starts 16-byte (fp32) or 8-byte (bf16) aligned.
 inline constexpr std::size_t kEmulateStateHeaderBytes = 256;
 inline constexpr std::size_t kEmulateRowAlign = 64;
 

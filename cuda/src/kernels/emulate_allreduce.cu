@@ -9,8 +9,7 @@ namespace {
 
 using namespace device;
 
-// The max kernel streams four elements per thread whatever P (no rank's values are kept).
-constexpr int E = 4;
+constexpr int E = kEmulateLane;
 constexpr int kChunk = kBlockThreads * E;
 // The max kernel only streams: a few waves of blocks suffice.
 constexpr std::size_t kMaxGridCap = 4096;

@@ -17,10 +17,9 @@ namespace emulate_detail {
 
 using namespace device;
 
-// Elements per block iteration at P ranks.
-template <int P>
-constexpr int kChunkOf = kBlockThreads * kEmulateLane<P>;
-static_assert(kChunkOf<8> % kMaxGroup == 0, "every group lies inside one block iteration");
+constexpr int E = kEmulateLane;
+constexpr int kChunk = kBlockThreads * E;  // elements per block iteration
+static_assert(kChunk % kMaxGroup == 0, "every group lies inside one block iteration");
 
 // Where a thread's lane lies in the message.
 struct LaneSpot {
@@ -34,8 +33,6 @@ struct LaneSpot {
 // the owner counts the segment starts at or below the group (no 64-bit division per lane).
 template <int P>
 __device__ __forceinline__ LaneSpot lane_spot(const EmulateParams& a, std::size_t chunk) {
-  constexpr int E = kEmulateLane<P>;
-  constexpr int kChunk = kChunkOf<P>;
   LaneSpot s;
   s.e0 = chunk * kChunk + static_cast<std::size_t>(threadIdx.x) * E;
   s.valid = s.e0 >= a.count ? 0 : (a.count - s.e0 < static_cast<std::size_t>(E) ? static_cast<int>(a.count - s.e0) : E);
@@ -111,7 +108,6 @@ __device__ __forceinline__ Scaling call_scaling(const EmulateParams& a) {
 // The quantized owner all-reduce (docs/numerics.md 4).
 template <DType D, int P>
 __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(EmulateParams a) {
-  constexpr int E = kEmulateLane<P>;
   __shared__ float2 warp_stats[kWarpsPerBlock];
   const bool comp = a.comp.mode != CompensatorMode::kOff;
   const bool local = comp && a.comp.residual == ResidualMode::kLocal;
@@ -129,7 +125,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
 #pragma unroll
   for (int r = 0; r < P; ++r) aligned[r] = lane_aligned<D, E>(rank_row<D>(a, r));
   const bool out_aligned = lane_aligned<D, E>(a.out);
-  const std::size_t chunks = (a.count + kChunkOf<P> - 1) / kChunkOf<P>;
+  const std::size_t chunks = (a.count + kChunk - 1) / kChunk;
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     const LaneSpot s = lane_spot<P>(a, chunk);
     float x[P][E];
@@ -206,7 +202,6 @@ __device__ __forceinline__ void exact_term(const EmulateParams& a, const Scaling
 // The exact small-message path (docs/numerics.md 4, "Exact path").
 template <DType D, int P>
 __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulateParams a) {
-  constexpr int E = kEmulateLane<P>;
   __shared__ int warp_flags[kWarpsPerBlock];
   const bool comp = a.comp.mode != CompensatorMode::kOff;
   const bool local = comp && a.comp.residual == ResidualMode::kLocal;
@@ -221,7 +216,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulatePar
 #pragma unroll
   for (int r = 0; r < P; ++r) aligned[r] = lane_aligned<D, E>(rank_row<D>(a, r));
   const bool out_aligned = lane_aligned<D, E>(a.out);
-  const std::size_t chunks = (a.count + kChunkOf<P> - 1) / kChunkOf<P>;
+  const std::size_t chunks = (a.count + kChunk - 1) / kChunk;
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     const LaneSpot s = lane_spot<P>(a, chunk);
     float x[P][E];
@@ -275,9 +270,8 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulatePar
   }
 }
 
-template <int P>
-unsigned grid_of(std::size_t count, std::size_t cap) {
-  const std::size_t chunks = (count + kChunkOf<P> - 1) / kChunkOf<P>;
+inline unsigned grid_of(std::size_t count, std::size_t cap) {
+  const std::size_t chunks = (count + kChunk - 1) / kChunk;
   return static_cast<unsigned>(chunks < cap ? (chunks < 1 ? 1 : chunks) : cap);
 }
 
@@ -286,7 +280,7 @@ constexpr std::size_t kMainGridCap = 0x7FFFFFFF;
 
 template <DType D, int P>
 cudaError_t launch_main(bool exact, const EmulateParams& p, cudaStream_t stream) {
-  const unsigned grid = grid_of<P>(p.count, kMainGridCap);
+  const unsigned grid = grid_of(p.count, kMainGridCap);
   if (exact) {
     emulate_exact_kernel<D, P><<<grid, kBlockThreads, 0, stream>>>(p);
   } else {

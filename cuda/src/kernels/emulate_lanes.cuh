@@ -10,12 +10,10 @@
 
 namespace echo::cuda::device {
 
-// Elements per thread at P ranks: 8 up to P = 4, so a warp quantizes two 128-groups at once and
-// each group's statistics and map are shared by twice the elements (the kernels are bound by
-// their instructions: docs/performance.md, "One-GPU emulation"); 4 above, where every rank's x',
-// m1 and m2 of 8 elements would no longer fit in registers.
-template <int P>
-inline constexpr int kEmulateLane = P <= 4 ? 8 : 4;
+// Elements per thread. Measured on one H200 at P = 4, 16 Mi bf16 (docs/performance.md, "One-GPU
+// emulation"): eight per thread halve each group's share of statistics and map but need ~165
+// registers, and the goal's configuration ran at 0.43 of a copy against 0.57 with four.
+inline constexpr int kEmulateLane = 4;
 
 // Whether E-element lanes starting at multiples of E elements from `p` are vector-aligned.
 template <DType D, int E>

@@ -1,4 +1,4 @@
-"""Shared test helpers: paths of the repository, the built echotk binary, bit views."""
+"""Shared test helpers: paths of the repository, the built echotk binary, bit views, contributions."""
 import os
 import shutil
 import subprocess
@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
+from echotk._allreduce import TORCH_DTYPES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,3 +46,14 @@ def bits(t) -> np.ndarray:
     return t.view(np.uint32 if t.itemsize == 4 else np.uint16)
 
 
+def contributions(ranks, n, dtype, seed, nonfinite=False):
+    """[P, n] of dtype: normal values over six decades (small and large groups), optionally with
+    NaN, +Inf and -Inf planted in some ranks."""
+    g = torch.Generator().manual_seed(seed)
+    scale = torch.logspace(-3, 3, n)[torch.randperm(n, generator=g)]
+    x = (torch.randn(ranks, n, generator=g) * scale).to(TORCH_DTYPES[dtype])
+    if nonfinite:
+        x[0, n // 3] = float("nan")
+        x[ranks - 1, n // 2] = float("inf")
+        x[ranks // 2, n - 1] = float("-inf")
+    return x

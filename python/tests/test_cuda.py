@@ -12,7 +12,7 @@ import torch
 import echotk
 from echotk import _C
 from echotk._allreduce import TORCH_DTYPES
-from conftest import bits
+from conftest import bits, contributions
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 needs_kernel = pytest.mark.skipif(not getattr(_C, "HAS_CUDA", False),
@@ -21,19 +21,6 @@ needs_kernel = pytest.mark.skipif(not getattr(_C, "HAS_CUDA", False),
 # The GPU report's norms sum squares over elements in torch's order, the reference in index order:
 # float64 sums of n <= 1e5 terms agree to n * 2^-52 relatively, far inside this bound.
 kNormRelTolerance = 1e-9
-
-
-def contributions(ranks, n, dtype, seed, nonfinite=False):
-    """[P, n] of dtype: normal values over six decades (small and large groups), optionally with
-    NaN, +Inf and -Inf planted in some ranks."""
-    g = torch.Generator().manual_seed(seed)
-    scale = torch.logspace(-3, 3, n)[torch.randperm(n, generator=g)]
-    x = (torch.randn(ranks, n, generator=g) * scale).to(TORCH_DTYPES[dtype])
-    if nonfinite:
-        x[0, n // 3] = float("nan")
-        x[ranks - 1, n // 2] = float("inf")
-        x[ranks // 2, n - 1] = float("-inf")
-    return x
 
 
 def assert_same_report(cpu, gpu):

@@ -15,8 +15,7 @@ import torch.distributed as dist
 
 import echotk
 from echotk import _C
-from echotk._allreduce import TORCH_DTYPES
-from conftest import bits
+from conftest import bits, contributions
 
 HAS_COMMUNICATOR = getattr(_C, "HAS_COMMUNICATOR", False)
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -37,17 +36,6 @@ SPECS = {
 }
 # One pass of three calls, a reset, then a pass mixing directions.
 CALLS = ("forward", "forward", "backward", "forward", "reset", "backward", "forward", "forward")
-
-
-def contributions(ranks, n, dtype, seed, nonfinite=False):
-    """[P, n] of dtype: normal values over six decades, optionally with NaN and Inf planted."""
-    g = torch.Generator().manual_seed(seed)
-    scale = torch.logspace(-3, 3, n)[torch.randperm(n, generator=g)]
-    x = (torch.randn(ranks, n, generator=g) * scale).to(TORCH_DTYPES[dtype])
-    if nonfinite:
-        x[0, n // 3] = float("nan")
-        x[ranks - 1, n // 2] = float("inf")
-    return x
 
 
 @pytest.fixture

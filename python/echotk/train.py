@@ -22,6 +22,7 @@ from .nn import TensorParallelGroup
 from .ppl import add_spec_options, spec_from_args
 from .train_data import load as load_ids
 from .train_model import ModelConfig, TPLlama, parameter_count
+from .train_summary import summarize
 
 EXIT_BAD_INPUT = 2
 STATE_FILE, CONFIG_FILE, TRAIN_CSV, SITES_CSV = "state.pt", "config.json", "train.csv", "sites.csv"
@@ -102,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     d = ModelConfig()
     for name in ("dim", "layers", "heads", "ffn", "seq"):
         p.add_argument(f"--{name}", type=int, default=getattr(d, name), help=f"model {name}")
+    p.add_argument("--dropout", type=float, default=d.dropout,
+                   help="dropout on the embedding output and on the attention and MLP outputs before each "
+                        "residual add (0: none; drawn from torch's generator, seeded by --seed)")
     p.add_argument("--tokens", type=int, default=50_000_000, help="training tokens (steps = tokens / (batch * seq))")
     p.add_argument("--batch", type=int, default=32, help="sequences per step")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
@@ -136,6 +140,10 @@ def _check_args(args):
     for name in ("warmup", "eval_every", "eval_sequences", "site_every", "stop_after", "save_every", "threads"):
         if getattr(args, name) < 0:
             raise BadInput(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if not (math.isfinite(args.dropout) and 0 <= args.dropout < 1):
+        raise BadInput(f"--dropout must lie in [0, 1), got {args.dropout}")
+    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
+        raise BadInput(f"--weight-decay must be >= 0, got {args.weight_decay}")
     for name in ("lr", "adam_eps"):
         if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
             raise BadInput(f"--{name.replace('_', '-')} must be a positive number, got {getattr(args, name)}")
@@ -207,7 +215,8 @@ class Trainer:
     def __init__(self, args):
         self.args = args
         self.device = torch.device(args.device)
-        self.config = ModelConfig(dim=args.dim, layers=args.layers, heads=args.heads, ffn=args.ffn, seq=args.seq)
+        self.config = ModelConfig(dim=args.dim, layers=args.layers, heads=args.heads, ffn=args.ffn, seq=args.seq,
+                                  dropout=args.dropout)
         try:
             self.config.check(args.ranks)
             spec = spec_from_args(args)
@@ -224,7 +233,7 @@ class Trainer:
         self.data = DataOrder(ids["train"], args.seq, args.data_seed)
         self.val = validation_batches(ids["val"], args.seq, args.batch, args.eval_sequences)
         self.steps = args.tokens // (args.batch * args.seq)
-        torch.manual_seed(args.seed)
+        torch.manual_seed(args.seed)  # the CPU and every CUDA generator: initialization, then dropout
         self.group = TensorParallelGroup(args.ranks, self.allreduce)
         self.model = TPLlama(self.config, self.group).to(self.device)
         decay = [p for n, p in self.model.named_parameters() if p.dim() >= 2]
@@ -249,8 +258,11 @@ class Trainer:
 
     def load(self, path: str):
         state = torch.load(path, map_location=self.device, weights_only=False)
-        if state.get("config") != run_config(self.args):
-            saved, now = state.get("config", {}), run_config(self.args)
+        now = run_config(self.args)
+        # An option added after the state was saved counts as its default there (e.g. --dropout 0).
+        defaults = vars(build_parser().parse_args(["--out", self.args.out]))
+        saved = {**{k: defaults[k] for k in now if k not in state.get("config", {})}, **state.get("config", {})}
+        if saved != now:
             diff = [k for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
             raise BadInput(f"{path}: saved for other settings ({', '.join(diff)}); use the run's own "
                            f"arguments or another --out")
@@ -391,6 +403,10 @@ class Trainer:
                   file=sys.stderr)
         state = "complete" if self.step >= self.steps else "stopped (resume with --resume)"
         print(f"train: {args.out} {state} at step {self.step}, last validation loss {val:.4f}", file=sys.stderr)
+        try:  # over the whole run's train.csv, earlier calls included
+            print(f"train: {summarize(args.out).details()}", file=sys.stderr)
+        except ValueError:
+            pass  # no validation loss evaluated yet
         return 0
 
 

@@ -1,7 +1,8 @@
 """A small Llama-style decoder built from echotk.nn's tensor-parallel layers (python -m echotk train).
 
 Pre-norm RMSNorm blocks, rotary attention (causal, scaled_dot_product_attention), SwiGLU MLP, tied
-input and output embeddings. Per layer l: column-parallel QKV and gate+up (backward sites 2l and
+input and output embeddings; optional dropout (config.dropout) on the embedding output and on the
+attention and MLP outputs before each residual add, drawn from torch's generator of the device. Per layer l: column-parallel QKV and gate+up (backward sites 2l and
 2l + 1), row-parallel attention output and down projection (forward sites 2l and 2l + 1).
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ class ModelConfig:
     seq: int = 512
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
+    dropout: float = 0.0  # 0: no dropout module at all (no random draws, the same bits as without)
 
     def check(self, ranks: int):
         if self.dim % self.heads or (self.dim // self.heads) % 2:
@@ -34,6 +36,8 @@ class ModelConfig:
             raise ValueError(f"heads {self.heads} must be a multiple of ranks {ranks} (whole heads per rank)")
         if self.ffn % ranks or self.dim % ranks:
             raise ValueError(f"dim {self.dim} and ffn {self.ffn} must be multiples of ranks {ranks}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout}")
         for name in ("vocab_size", "dim", "layers", "heads", "ffn", "seq"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -75,6 +79,11 @@ class SwiGLU(nn.Module):
         return self.down(F.silu(gate) * up)
 
 
+def dropout_module(p: float) -> nn.Module:
+    """nn.Dropout(p), or the identity at p = 0 so that a run without dropout draws no random numbers."""
+    return nn.Dropout(p) if p > 0 else nn.Identity()
+
+
 class Block(nn.Module):
     def __init__(self, group, config: ModelConfig, layer: int):
         super().__init__()
@@ -83,10 +92,12 @@ class Block(nn.Module):
         self.attn = Attention(group, config, layer, out_std)
         self.mlp_norm = nn.RMSNorm(config.dim, eps=config.norm_eps)
         self.mlp = SwiGLU(group, config, layer, out_std)
+        self.attn_drop = dropout_module(config.dropout)
+        self.mlp_drop = dropout_module(config.dropout)
 
     def forward(self, x, cos, sin):
-        x = x + self.attn(self.attn_norm(x), cos, sin)
-        return x + self.mlp(self.mlp_norm(x))
+        x = x + self.attn_drop(self.attn(self.attn_norm(x), cos, sin))
+        return x + self.mlp_drop(self.mlp(self.mlp_norm(x)))
 
 
 class TPLlama(nn.Module):
@@ -100,6 +111,7 @@ class TPLlama(nn.Module):
         self.config, self.group = config, group
         self.embed = nn.Embedding(config.vocab_size, config.dim)
         nn.init.normal_(self.embed.weight, std=0.02)
+        self.embed_drop = dropout_module(config.dropout)
         self.blocks = nn.ModuleList(Block(group, config, layer) for layer in range(config.layers))
         self.norm = nn.RMSNorm(config.dim, eps=config.norm_eps)
         hd = config.dim // config.heads
@@ -117,7 +129,7 @@ class TPLlama(nn.Module):
             raise ValueError(f"sequence of {T} tokens is longer than the model's {self.config.seq}")
         self.group.begin_pass("forward")
         cos, sin = self.cos[:T], self.sin[:T]
-        x = self.embed(ids)
+        x = self.embed_drop(self.embed(ids))
         for block in self.blocks:
             x = block(x, cos, sin)
         logits = F.linear(self.norm(x), self.embed.weight)

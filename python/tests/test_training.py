@@ -1,5 +1,7 @@
 """echotk.nn's tensor-parallel layers, the TP Llama and `python -m echotk train` (docs/python.md)."""
 import csv
+import dataclasses
+import math
 import os
 import shutil
 from pathlib import Path
@@ -13,6 +15,7 @@ import echotk
 from echotk import nn as tpnn
 from echotk import train as train_cli
 from echotk import train_data
+from echotk import train_summary
 from echotk.train_model import ModelConfig, TPLlama, rotate
 
 from conftest import REPO, bits
@@ -302,3 +305,89 @@ def test_ids_regenerate_byte_identically(tmp_path):
     train_data.make(str(corpora), gguf, str(tmp_path))
     for name in ("manifest.json", "train.npy", "val.npy"):
         assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), name
+
+
+# -- dropout and the validation summary --------------------------------------------------------
+
+def test_dropout_zero_draws_nothing_and_dropout_changes_the_training_loss():
+    ids = torch.randint(0, TINY.vocab_size, (2, TINY.seq + 1), generator=torch.Generator().manual_seed(3))
+    ar = echotk.ExactAllReduce(ranks=4, dtype="fp32")
+    plain = make_model(ar)
+    rng = torch.get_rng_state()
+    train_loss = plain.loss(ids[:, :-1], ids[:, 1:])
+    assert torch.equal(torch.get_rng_state(), rng)  # --dropout 0 leaves the generator alone
+    plain.eval()
+    np.testing.assert_array_equal(bits(train_loss), bits(plain.loss(ids[:, :-1], ids[:, 1:])))
+    dropped = make_model(ar, config=dataclasses.replace(TINY, dropout=0.2))
+    assert torch.equal(dropped.state_dict()["embed.weight"], plain.state_dict()["embed.weight"])
+    losses = [float(dropped.loss(ids[:, :-1], ids[:, 1:]).detach()) for _ in range(2)]
+    assert losses[0] != losses[1]  # fresh masks each forward
+    dropped.eval()
+    assert float(dropped.loss(ids[:, :-1], ids[:, 1:]).detach()) == float(train_loss.detach())  # eval: no dropout
+    with pytest.raises(ValueError, match="dropout must lie in"):
+        TPLlama(dataclasses.replace(TINY, dropout=1.0), plain.group)
+
+
+def train_losses(folder):
+    return [r["train_loss"] for r in read_rows(folder / "train.csv")]
+
+
+def test_dropout_runs_reproduce_by_seed(tmp_path):
+    steps = ["--tokens", str(4 * 2 * 32), "--dropout", "0.2", "--eval-every", "0"]
+    assert train(tmp_path / "a", *steps) == 0
+    assert train(tmp_path / "b", *steps) == 0
+    assert train(tmp_path / "c", *steps, "--seed", "1") == 0
+    assert train(tmp_path / "none", "--tokens", str(4 * 2 * 32), "--eval-every", "0") == 0
+    assert train_losses(tmp_path / "a") == train_losses(tmp_path / "b")
+    assert train_losses(tmp_path / "a") != train_losses(tmp_path / "c")
+    # The same initialization (seed 0) and data: only the dropout masks differ from the run without.
+    assert train_losses(tmp_path / "a")[0] != train_losses(tmp_path / "none")[0]
+
+
+def test_resume_with_dropout_gives_the_uninterrupted_losses(tmp_path):
+    steps = ["--tokens", str(6 * 2 * 32), "--dropout", "0.3"]
+    assert train(tmp_path / "straight", *steps) == 0
+    assert train(tmp_path / "split", *steps, "--stop-after", "2") == 0
+    assert train(tmp_path / "split", *steps, "--resume", "--stop-after", "2") == 0
+    assert train(tmp_path / "split", *steps, "--resume") == 0
+    key = ("step", "train_loss", "val_loss")
+    straight, split = read_rows(tmp_path / "straight" / "train.csv"), read_rows(tmp_path / "split" / "train.csv")
+    assert len(straight) == 6
+    assert [[r[k] for k in key] for r in split] == [[r[k] for k in key] for r in straight]
+
+
+def test_state_without_a_newer_option_resumes_at_its_default(tmp_path):
+    out = tmp_path / "run"
+    assert train(out, "--tokens", "256", "--stop-after", "1") == 0
+    state = torch.load(out / "state.pt", weights_only=False)
+    del state["config"]["dropout"]  # a state saved before --dropout existed
+    torch.save(state, out / "state.pt")
+    assert train(out, "--tokens", "256", "--resume") == 0
+    assert train(out, "--tokens", "256", "--resume", "--dropout", "0.1") == 2
+
+
+def test_flatness_over_the_last_fifth():
+    steps = list(range(100, 1001, 100))
+    assert train_summary.flatness(steps, [5, 4, 3, 3, 3, 3, 3, 3, 3.02, 3.01], 1000) == pytest.approx(3.02 / 3.01 - 1)
+    assert train_summary.is_flat(train_summary.flatness(steps, [9] * 8 + [3.0, 3.0301], 1000)) is False
+    assert train_summary.is_flat(train_summary.flatness(steps, [9] * 8 + [3.0, 3.0299], 1000)) is True
+    # Only evaluations after step 800 count: the big drop at 800 is outside.
+    assert train_summary.flatness(steps, [1] * 7 + [9, 2.0, 2.0], 1000) == 0.0
+    assert math.isnan(train_summary.flatness(steps, [1.0] * 10, 5000))  # none in the last fifth yet
+    assert math.isnan(train_summary.flatness([1000], [3.0], 1000))     # one evaluation only
+
+
+def test_summary_of_a_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    (out).mkdir()
+    (out / "config.json").write_text('{"steps": 10}')
+    rows = [(s, 5.0 - 0.1 * s if s < 6 else 4.4 + 0.2 * (s - 6)) for s in range(1, 11)]
+    (out / "train.csv").write_text("step,train_loss,val_loss\n" + "".join(
+        f"{s},{v - 1},{v if s % 2 == 0 or s > 5 else ''}\n" for s, v in rows))
+    r = train_summary.summarize(str(out))
+    assert (r.min_step, r.min_val, r.final_val) == (6, pytest.approx(4.4), pytest.approx(5.2))
+    assert r.flat == pytest.approx(5.2 / 5.0 - 1) and r.trend > 0 and r.complete  # steps 9 and 10
+    assert "not flat" in r.line() and "rising" in r.line()
+    assert train_summary.main([str(out), str(tmp_path / "missing")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.startswith("run: val min 4.4000 at step 6") and "missing" in captured.err

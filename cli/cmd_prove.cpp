@@ -43,7 +43,7 @@ void register_prove(CLI::App& app) {
   cmd->add_option("--json", args->json, "also write the checks and their curves as JSON (for notebooks/)");
   cmd->add_option("--trace", args->traces,
                   "trace(s) for the source-level checks (default: data/examples/synthetic_p4.h5 and "
-                  "every echo trace under data/smollm2/)");
+                  "every echo trace under data/smollm2/ and data/gemma3/)");
   cmd->add_option("--source-dir", args->source_dir, "repository root the default trace paths are relative to")
       ->capture_default_str();
   cmd->callback([args] { run_prove(*args); });

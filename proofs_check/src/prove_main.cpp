@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   echo::proofs::ProveOptions options;
   std::string json;
   app.add_option("--json", json, "also write the table and the curves as JSON");
-  app.add_option("--trace", options.traces, "trace(s) for the source-level checks (default: bundled example and data/smollm2/*.h5)");
+  app.add_option("--trace", options.traces, "trace(s) for the source-level checks (default: bundled example, data/smollm2/*.h5 and data/gemma3/*.h5)");
   app.add_option("--source-dir", options.source_dir, "repository root for the default trace paths")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const auto results = echo::proofs::run_all_checks(options);

@@ -16,19 +16,27 @@ namespace {
 
 constexpr const char* kExampleTrace = "data/examples/synthetic_p4.h5";
 constexpr const char* kSmolDir = "data/smollm2";
+constexpr const char* kGemmaDir = "data/gemma3";
+
+// The bundled real-model traces: one folder per model, each expected to hold at least one trace.
+constexpr const char* kModelDirs[] = {kSmolDir, kGemmaDir};
 
 std::vector<std::string> default_traces(const std::string& root) {
   std::vector<std::string> paths = {root + "/" + kExampleTrace};
-  const std::filesystem::path smol = std::filesystem::path(root) / kSmolDir;
-  std::error_code ec;
-  if (std::filesystem::is_directory(smol, ec)) {
-    for (const auto& entry : std::filesystem::directory_iterator(smol, ec)) {
+  for (const char* dir : kModelDirs) {
+    const std::filesystem::path folder = std::filesystem::path(root) / dir;
+    std::error_code ec;
+    if (!std::filesystem::is_directory(folder, ec)) continue;
+    std::vector<std::string> found;
+    for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
       // Other HDF5 files live there too (tokenizer, logits): only echo-trace files are checked.
       TraceReader probe;
       if (entry.path().extension() == ".h5" && probe.open(entry.path().string()).ok()) {
-        paths.push_back(entry.path().string());
+        found.push_back(entry.path().string());
       }
     }
+    std::sort(found.begin(), found.end());  // directory order is unspecified; the report's is not
+    paths.insert(paths.end(), found.begin(), found.end());
   }
   return paths;
 }
@@ -113,11 +121,14 @@ std::vector<CheckResult> trace_checks(const ProveOptions& options) {
     }
     check_trace(p, &out);
   }
-  bool smol = false;
-  for (const std::string& p : paths) smol = smol || p.find("smollm2") != std::string::npos;
-  if (!smol) {
-    out.push_back(skipped("trace.smollm2", "source checks on SmolLM2 traces",
-                          std::string("not present: no .h5 under ") + kSmolDir));
+  for (const char* dir : kModelDirs) {
+    const std::string model = std::filesystem::path(dir).filename().string();
+    bool present = false;
+    for (const std::string& p : paths) present = present || p.find(model) != std::string::npos;
+    if (!present) {
+      out.push_back(skipped("trace." + model, "source checks on " + model + " traces",
+                            std::string("not present: no .h5 under ") + dir));
+    }
   }
   return out;
 }

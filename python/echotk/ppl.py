@@ -18,7 +18,7 @@ import torch
 
 from ._allreduce import AllReduce, ExactAllReduce
 from ._spec import Spec
-from .gguf_model import default_model_path, load_model, load_tokenizer
+from .gguf_model import bos_id, default_model_path, load_model, load_tokenizer
 from .tensor_parallel import tensor_parallel
 
 EXIT_BAD_INPUT = 2
@@ -84,6 +84,52 @@ def paired(run: dict, base: dict) -> tuple:
     sd = math.sqrt(sum((x - d) ** 2 for x in diffs) / (n - 1)) if n > 1 else 0.0
     t = _T975[n - 2] if 2 <= n <= 31 else 1.96
     return d, t * sd / math.sqrt(n)
+
+
+def window_ids(ids: torch.Tensor, start: int, length: int, bos) -> torch.Tensor:
+    """The `length` input ids of the window at `start`: the text's ids, or, for a model that wants
+    BOS first (Gemma 3), BOS and the text's first length - 1 ids."""
+    if bos is None:
+        return ids[start : start + length]
+    return torch.cat([ids.new_tensor([bos]), ids[start : start + length - 1]])
+
+
+@torch.no_grad()
+def score_windows(model, ids: torch.Tensor, starts: Sequence[int], length: int, bos=None, device="cpu",
+                  progress=True) -> list:
+    """One forward pass per window; rows (window, start, tokens, predictions, nll_sum, mean_nll,
+    seconds) as the CSV has them."""
+    rows = []
+    for w, start in enumerate(starts):
+        window = window_ids(ids, start, length, bos).to(device)
+        begin = time.perf_counter()
+        logits = model(input_ids=window.unsqueeze(0), use_cache=False).logits[0]
+        seconds = time.perf_counter() - begin
+        nll = window_nll(logits, window)
+        rows.append((w, start, length, length - 1, nll, nll / (length - 1), seconds))
+        if progress:
+            print(f"\rppl {w + 1}/{len(starts)} windows", end="", file=sys.stderr, flush=True)
+    if progress:
+        print(file=sys.stderr)
+    return rows
+
+
+def write_csv(path: str, rows) -> None:
+    """The per-window CSV (columns of `echotk ppl --csv`), written to a temporary name and renamed."""
+    out = io.StringIO()
+    out.write("window,start,tokens,predictions,nll_sum,mean_nll,seconds\n")
+    for r in rows:
+        out.write(f"{r[0]},{r[1]},{r[2]},{r[3]},{r[4]!r},{r[5]!r},{r[6]!r}\n")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(out.getvalue())
+    os.replace(tmp, path)
+
+
+def read_csv(path: str) -> dict:
+    """{start: (nll_sum, predictions)} of a per-window CSV."""
+    with open(path, newline="") as f:
+        return {int(r["start"]): (float(r["nll_sum"]), int(r["predictions"])) for r in csv.DictReader(f)}
 
 
 def read_text(path: str) -> str:
@@ -180,19 +226,9 @@ def run(argv) -> int:
     starts = plan_windows(len(ids), args.windows, args.length)
     model = tensor_parallel(load_model(args.gguf, device=args.device), ranks=args.ranks, allreduce=reduce)
 
-    rows, nll, predictions, seconds_total, poisoned = [], [], [], 0.0, 0
-    with torch.no_grad():
-        for w, start in enumerate(starts):
-            window = ids[start : start + args.length].to(args.device)
-            begin = time.perf_counter()
-            logits = model(input_ids=window.unsqueeze(0), use_cache=False).logits[0]
-            seconds = time.perf_counter() - begin
-            seconds_total += seconds
-            nll.append(window_nll(logits, window))
-            predictions.append(args.length - 1)
-            rows.append((w, start, args.length, predictions[-1], nll[-1], nll[-1] / predictions[-1], seconds))
-            print(f"\rppl {w + 1}/{len(starts)} windows", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+    rows = score_windows(model, ids, starts, args.length, bos_id(args.gguf), args.device)
+    nll, predictions = [r[4] for r in rows], [r[3] for r in rows]
+    seconds_total = sum(r[6] for r in rows)
 
     s = summarize(nll, predictions)
     print(f"model        {getattr(model.config, 'name_or_path', '')} ({args.gguf})")
@@ -204,22 +240,14 @@ def run(argv) -> int:
     print(f"speed        {len(starts) * args.length / seconds_total:.1f} tokens/s forward on {args.device} "
           f"({seconds_total / len(starts):.2f} s per window)")
     if args.baseline:
-        with open(args.baseline, newline="") as f:
-            base = {int(r["start"]): (float(r["nll_sum"]), int(r["predictions"])) for r in csv.DictReader(f)}
+        base = read_csv(args.baseline)
         run_rows = {r[1]: (r[4], r[3]) for r in rows}
         d, half = paired(run_rows, base)
         print(f"paired       d log ppl vs {args.baseline}: {d:+.5f}  95% CI [{d - half:+.5f}, {d + half:+.5f}]"
               f"  (ppl ratio {math.exp(d):.4f})")
     sys.stdout.flush()
     if args.csv:
-        out = io.StringIO()
-        out.write("window,start,tokens,predictions,nll_sum,mean_nll,seconds\n")
-        for r in rows:
-            out.write(f"{r[0]},{r[1]},{r[2]},{r[3]},{r[4]!r},{r[5]!r},{r[6]!r}\n")
-        tmp = args.csv + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(out.getvalue())
-        os.replace(tmp, args.csv)
+        write_csv(args.csv, rows)
     return 0
 
 

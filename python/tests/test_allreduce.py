@@ -79,6 +79,11 @@ def test_bundled_smollm2_trace_equals_replay(echotk_cli, tmp_path, spec):
     assert_same_as_replay(echotk_cli, REPO / "data/smollm2/trace-p4-moby-2x16.h5", spec, tmp_path)
 
 
+@pytest.mark.parametrize("spec", SPECS[:2], ids=["dual", "off"])
+def test_bundled_gemma3_trace_equals_replay(echotk_cli, tmp_path, spec):
+    assert_same_as_replay(echotk_cli, REPO / "data/gemma3/trace-gemma3-p4-moby-2x16.h5", spec, tmp_path)
+
+
 RANDOM_CASES = [
     # ranks, n, dtype, direction, spec
     (1, 1, "bfloat16", "forward", echotk.Spec()),

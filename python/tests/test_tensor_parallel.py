@@ -45,7 +45,7 @@ IDS = torch.tensor([[5, 17, 3, 88, 42, 9, 61, 2, 33, 70, 11]])
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("ranks", [1, 3, 4])
+@pytest.mark.parametrize("ranks", [1, 3, 4, 8])  # 8 > 4 heads: the slices cut inside heads
 def test_exact_fp32_sites_give_the_plain_forward(arch, ranks):
     model = make(arch)
     with torch.no_grad():

@@ -1,0 +1,97 @@
+"""Per-site statistics of a recorded trace and of its replay, and what a block-output norm does to
+the all-reduce's error (docs/results-gemma3.md).
+
+From the trace: per site, the peak-to-RMS ratio max|x| / rms(x) of the ranks' contributions and
+of their sum. From a replay written with `echotk replay --save-outputs` (rank 0's output y_k and
+the net error rho_k = y_k - sum_i x_k,i): the error e_k = rho_k that the compensator and the
+theorems see, and, with --gguf of a Gemma 3 model, the error that reaches the residual stream
+after the site's post-attention / post-feed-forward RMSNorm,
+
+    f_k = norm_k(y_k) - norm_k(y_k - rho_k),   norm_k(v) = v / sqrt(mean_token(v^2) + eps) * w_k
+
+(w_k as the GGUF stores it, the +1 of Gemma's norm included). For both it prints the norm's gain
+||f_k|| / ||e_k||, the relative error per site, how much of the error cancels along a pass,
+||sum_k e_k|| / sqrt(sum_k ||e_k||^2), and max_t ||S_t|| / max_k ||e_k|| (= max ||S_t|| / q).
+
+    echotk replay TRACE --out R.h5 --save-outputs [--compensator off]
+    python tools/postnorm_replay.py TRACE R.h5 [--gguf GEMMA.gguf]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import h5py
+import numpy as np
+
+
+def post_norm_weights(path, sites):
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    tensors = {t.name: t for t in reader.tensors}
+    field = reader.fields["gemma3.attention.layer_norm_rms_epsilon"]
+    eps = float(field.parts[field.data[0]][0])
+    names = [f"blk.{k // 2}." + ("post_attention_norm.weight" if k % 2 == 0 else "post_ffw_norm.weight")
+             for k in range(sites)]
+    return [np.asarray(tensors[n].data, dtype=np.float64) for n in names], eps
+
+
+def rms_norm(v, w, eps):
+    return v / np.sqrt(np.mean(v * v, axis=-1, keepdims=True) + eps) * w
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("replay")
+    ap.add_argument("--gguf", help="Gemma 3 GGUF whose post-norm weights follow each site")
+    ap.add_argument("--per-site", action="store_true", help="print every site")
+    args = ap.parse_args(argv)
+    with h5py.File(args.trace, "r") as t, h5py.File(args.replay, "r") as r:
+        x = t["contributions"][:].astype(np.float64)           # [passes, sites, ranks, n]
+        hidden = int(t.attrs["hidden"])
+        y = r["outputs"][:, :, 0, :].astype(np.float64)         # [passes, sites, n]
+        e = r["net_error"][:].astype(np.float64)
+    passes, sites = x.shape[0], x.shape[1]
+    s = x.sum(axis=2)
+    peak_x = np.abs(x).max(axis=(0, 2, 3)) / np.sqrt((x ** 2).mean(axis=(0, 2, 3)))
+    peak_s = np.abs(s).max(axis=(0, 2)) / np.sqrt((s ** 2).mean(axis=(0, 2)))
+    if args.gguf:
+        weights, eps = post_norm_weights(args.gguf, sites)
+        f = np.empty_like(e)
+        post = np.empty_like(e)
+        for k in range(sites):
+            yk = y[:, k].reshape(passes, -1, hidden)
+            ek = e[:, k].reshape(passes, -1, hidden)
+            post_exact = rms_norm(yk - ek, weights[k], eps)
+            f[:, k] = (rms_norm(yk, weights[k], eps) - post_exact).reshape(passes, -1)
+            post[:, k] = post_exact.reshape(passes, -1)
+    else:
+        f, post = e, s
+    ne, nf = np.linalg.norm(e, axis=2), np.linalg.norm(f, axis=2)        # [passes, sites]
+    rel_e = ne / np.linalg.norm(s, axis=2)
+    rel_f = nf / np.linalg.norm(post, axis=2)
+    if args.per_site:
+        print("site | kind | max|x|/rms(x) | max|sum|/rms(sum) | ||e|| | rel e | gain ||f||/||e|| | rel f")
+        for k in range(sites):
+            print(f"{k:4d} | {'attn' if k % 2 == 0 else 'mlp '} | {peak_x[k]:8.1f} | {peak_s[k]:8.1f} | "
+                  f"{ne[:, k].mean():9.3f} | {rel_e[:, k].mean():.3f} | {(nf[:, k] / ne[:, k]).mean():.4g} | "
+                  f"{rel_f[:, k].mean():.3f}")
+    print(f"peak/RMS of contributions: median {np.median(peak_x):.1f}, max {peak_x.max():.1f} (site "
+          f"{int(peak_x.argmax())}); of the sums: median {np.median(peak_s):.1f}, max {peak_s.max():.1f}")
+    print(f"relative error per site ||e_k||/||sum x||: mean {rel_e.mean():.3f}; after the norm ||f_k||/||norm(sum)||: "
+          f"mean {rel_f.mean():.3f}")
+    gain = nf / ne
+    print(f"norm gain ||f_k||/||e_k||: median {np.median(gain):.4g}, min {gain.min():.4g}, max {gain.max():.4g}")
+    for name, v, n in (("before the norm (e)", e, ne), ("after the norm (f)", f, nf)):
+        total = np.linalg.norm(v.sum(axis=1), axis=1)
+        cancel = total / np.sqrt((n ** 2).sum(axis=1))
+        S = np.linalg.norm(np.cumsum(v, axis=1), axis=2)
+        print(f"{name}: ||sum_k||/sqrt(sum ||.||^2) per pass {np.round(cancel, 3).tolist()}; "
+              f"max_t ||S_t|| / max_k ||.|| {S.max() / n.max():.3f}; final ||S|| per pass {np.round(total, 3).tolist()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Several `python -m echotk ppl` rows over the same windows in one process: the GGUF is loaded and
+the text tokenized once, then each row makes the model tensor-parallel with its all-reduce, scores
+the windows, writes ROW.csv (the columns of `echotk ppl --csv`) and undoes the conversion. Prints
+the table of docs/results-*.md: perplexity, window interval, and the paired difference against
+the first row.
+
+    python tools/ppl_rows.py --gguf $(scripts/setup_gemma3.sh) --text data/smollm2/moby-dick.txt.gz \
+        --windows 8 --length 512 --out data/gemma3/ppl/moby [--rows p4-16bit p4-echo4 ...]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import torch
+
+from echotk import AllReduce, ExactAllReduce, Spec
+from echotk.gguf_model import bos_id, load_model, load_tokenizer
+from echotk.ppl import paired, plan_windows, read_csv, read_text, score_windows, summarize, write_csv
+from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel
+
+# name: (ranks, "exact" | spec options, the options as `echotk ppl` spells them)
+ROWS = {
+    "p4-16bit": (4, "exact", "--ranks 4 --allreduce exact"),
+    "p4-echo8": (4, dict(bits=8), "--ranks 4 --allreduce echo --bits 8"),
+    "p4-nocomp4": (4, dict(compensator="off"), "--ranks 4 --allreduce echo --compensator off"),
+    "p4-echo4": (4, dict(), "--ranks 4 --allreduce echo"),
+    "p4-naive": (4, dict(quantizer="naive"), "--ranks 4 --allreduce echo --quantizer naive"),
+    "p4-symmetric": (4, dict(quantizer="symmetric"), "--ranks 4 --allreduce echo --quantizer symmetric"),
+    "p4-local-eta1": (4, dict(residual="local", eta=1.0), "--ranks 4 --allreduce echo --residual local --eta 1"),
+    "p2-echo4": (2, dict(), "--ranks 2 --allreduce echo"),
+    "p8-echo4": (8, dict(), "--ranks 8 --allreduce echo"),
+}
+
+
+def make_allreduce(ranks, options):
+    if options == "exact":
+        return ExactAllReduce(ranks=ranks, dtype="bf16")
+    return AllReduce(ranks=ranks, spec=Spec(**options))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gguf", required=True)
+    p.add_argument("--text", required=True)
+    p.add_argument("--windows", type=int, default=8)
+    p.add_argument("--length", type=int, default=512)
+    p.add_argument("--out", required=True, help="prefix of the CSV files: OUT-ROW.csv")
+    p.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--reuse", action="store_true", help="keep rows whose CSV exists")
+    args = p.parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+
+    begin = time.perf_counter()
+    ids = torch.tensor(load_tokenizer(args.gguf).encode(read_text(args.text)).ids, dtype=torch.long)
+    starts = plan_windows(len(ids), args.windows, args.length)
+    bos = bos_id(args.gguf)
+    model = load_model(args.gguf)
+    print(f"# {args.text}: {len(ids)} tokens, {args.windows} x {args.length}, bos {bos}; "
+          f"tokenizer + model {time.perf_counter() - begin:.0f} s", flush=True)
+
+    base = None
+    print("| row | options | perplexity | 95% CI (windows) | d log ppl vs first row | 95% CI (paired) | "
+          "ppl ratio | tokens/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name in args.rows:
+        ranks, options, spelled = ROWS[name]
+        path = f"{args.out}-{name}.csv"
+        if args.reuse and os.path.isfile(path):
+            run = read_csv(path)
+            speed = float("nan")
+        else:
+            tensor_parallel(model, ranks=ranks, allreduce=make_allreduce(ranks, options))
+            try:
+                rows = score_windows(model, ids, starts, args.length, bos, progress=False)
+            finally:
+                undo_tensor_parallel(model)
+            write_csv(path, rows)
+            run = {r[1]: (r[4], r[3]) for r in rows}
+            speed = len(rows) * args.length / sum(r[6] for r in rows)
+        if base is None:
+            base = run
+        s = summarize([run[k][0] for k in sorted(run)], [run[k][1] for k in sorted(run)])
+        d, half = paired(run, base)
+        print(f"| {name} | `{spelled}` | {s['perplexity']:.2f} | [{s['ci_low']:.2f}, {s['ci_high']:.2f}] | "
+              f"{d:+.4f} | [{d - half:+.4f}, {d + half:+.4f}] | {math.exp(d):.3f} | {speed:.0f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

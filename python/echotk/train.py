@@ -5,6 +5,7 @@ the all-reduce's per-site errors every few steps, and resume from a saved state
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import json
@@ -123,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--site-every", type=int, default=100,
                    help="per-site all-reduce errors every N steps into sites.csv (0: never; Echo runs only)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--deterministic", action="store_true",
+                   help="torch's deterministic algorithms (and cuBLAS's fixed workspace), so that a run on a "
+                        "GPU repeats bit for bit with the same seed, device and software (without it the "
+                        "backward's atomics make repeated runs part after a few steps)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its state.pt "
                    "(or start it when there is none)")
@@ -410,13 +415,35 @@ class Trainer:
         return 0
 
 
+@contextlib.contextmanager
+def _deterministic_algorithms(on: bool):
+    """torch's deterministic algorithms for the run when asked, the caller's setting restored after.
+    cuBLAS reads CUBLAS_WORKSPACE_CONFIG when it creates its handle, so it is set first (kept if
+    the caller set it). An op without a deterministic implementation is a BadInput naming it."""
+    if not on:
+        yield
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    except RuntimeError as e:
+        if "deterministic" in str(e):
+            raise BadInput(f"--deterministic: {e}") from e
+        raise
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
         _check_args(args)
         if args.threads:
             torch.set_num_threads(args.threads)
-        return Trainer(args).run()
+        with _deterministic_algorithms(args.deterministic):
+            return Trainer(args).run()
     except (BadInput, FileNotFoundError) as e:
         print(f"echotk train: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,6 +1,7 @@
 """echotk.nn's tensor-parallel layers, the TP Llama and `python -m echotk train` (docs/python.md)."""
 import csv
 import dataclasses
+import json
 import math
 import os
 import shutil
@@ -342,6 +343,26 @@ def test_dropout_runs_reproduce_by_seed(tmp_path):
     assert train_losses(tmp_path / "a") != train_losses(tmp_path / "c")
     # The same initialization (seed 0) and data: only the dropout masks differ from the run without.
     assert train_losses(tmp_path / "a")[0] != train_losses(tmp_path / "none")[0]
+
+
+def test_deterministic_is_recorded_and_the_callers_setting_restored(tmp_path):
+    assert not torch.are_deterministic_algorithms_enabled()
+    assert train(tmp_path / "det", "--tokens", str(2 * 2 * 32), "--deterministic") == 0
+    assert not torch.are_deterministic_algorithms_enabled()
+    with open(tmp_path / "det" / "config.json") as f:
+        assert json.load(f)["deterministic"] is True
+    assert train(tmp_path / "plain", "--tokens", str(2 * 2 * 32)) == 0
+    assert train_losses(tmp_path / "det") == train_losses(tmp_path / "plain")  # the CPU's ops are deterministic
+
+
+@pytest.mark.skipif(not has_cuda_build(), reason="needs a CUDA device and the CUDA build")
+def test_cuda_deterministic_runs_repeat_bit_for_bit(tmp_path):
+    # bf16 autocast, dropout and Echo 4-bit on the GPU: the same seed gives the same losses twice.
+    steps = ["--tokens", str(12 * 2 * 32), "--device", "cuda", "--dtype", "bf16", "--dropout", "0.1",
+             "--allreduce", "echo", "--eval-every", "0", "--deterministic"]
+    assert train(tmp_path / "a", *steps) == 0
+    assert train(tmp_path / "b", *steps) == 0
+    assert train_losses(tmp_path / "a") == train_losses(tmp_path / "b")
 
 
 def test_resume_with_dropout_gives_the_uninterrupted_losses(tmp_path):

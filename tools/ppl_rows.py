@@ -6,6 +6,9 @@ the first row.
 
     python tools/ppl_rows.py --gguf $(scripts/setup_gemma3.sh) --text data/smollm2/moby-dick.txt.gz \
         --windows 8 --length 512 --out data/gemma3/ppl/moby [--rows p4-16bit p4-echo4 ...]
+
+`--set outliers` runs the rows of the transport options (OUTLIER_ROWS, docs/outliers.md) instead
+of ROWS; `--rows` takes names of either set.
 """
 from __future__ import annotations
 
@@ -35,6 +38,24 @@ ROWS = {
     "p8-echo4": (8, dict(), "--ranks 8 --allreduce echo"),
 }
 
+# The transport options of docs/outliers.md (CPU reference only), paired against ROWS' p4-16bit.
+OUTLIER_ROWS = {
+    "p4-nocomp4-rot": (4, dict(compensator="off", rotation="hadamard"),
+                       "--ranks 4 --allreduce echo --compensator off --rotation hadamard"),
+    "p4-nocomp4-out1": (4, dict(compensator="off", outliers=1),
+                        "--ranks 4 --allreduce echo --compensator off --outliers 1"),
+    "p4-nocomp4-out2": (4, dict(compensator="off", outliers=2),
+                        "--ranks 4 --allreduce echo --compensator off --outliers 2"),
+    "p4-rot": (4, dict(rotation="hadamard"), "--ranks 4 --allreduce echo --rotation hadamard"),
+    "p4-rot-local1": (4, dict(rotation="hadamard", residual="local", eta=1.0),
+                      "--ranks 4 --allreduce echo --rotation hadamard --residual local --eta 1"),
+    "p4-rot64-local1": (4, dict(rotation="hadamard", group=64, residual="local", eta=1.0),
+                        "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual local --eta 1"),
+    "p4-out2": (4, dict(outliers=2), "--ranks 4 --allreduce echo --outliers 2"),
+}
+ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS}
+ALL_ROWS = {**ROWS, **OUTLIER_ROWS}
+
 
 def make_allreduce(ranks, options):
     if options == "exact":
@@ -49,10 +70,14 @@ def main(argv=None) -> int:
     p.add_argument("--windows", type=int, default=8)
     p.add_argument("--length", type=int, default=512)
     p.add_argument("--out", required=True, help="prefix of the CSV files: OUT-ROW.csv")
-    p.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    p.add_argument("--set", default="main", choices=list(ROW_SETS),
+                   help="the rows run when --rows is not given: ROWS (main) or OUTLIER_ROWS (outliers)")
+    p.add_argument("--rows", nargs="+", choices=list(ALL_ROWS))
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--reuse", action="store_true", help="keep rows whose CSV exists")
     args = p.parse_args(argv)
+    if args.rows is None:
+        args.rows = list(ROW_SETS[args.set])
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -70,7 +95,7 @@ def main(argv=None) -> int:
           "ppl ratio | tokens/s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in args.rows:
-        ranks, options, spelled = ROWS[name]
+        ranks, options, spelled = ALL_ROWS[name]
         path = f"{args.out}-{name}.csv"
         if args.reuse and os.path.isfile(path):
             run = read_csv(path)

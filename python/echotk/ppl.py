@@ -156,13 +156,24 @@ def add_spec_options(parser: argparse.ArgumentParser):
         parser.add_argument(f"--{name}", type=float, default=getattr(d, name))
     parser.add_argument("--state-dtype", default=d.state_dtype, choices=["fp32", "bf16", "float32", "bfloat16"])
     parser.add_argument("--exact-max-count", type=int, default=d.exact_max_count)
+    # The transport options (cli/spec_options.cpp add_transport_options): CPU reference only.
+    parser.add_argument("--outliers", type=int, default=d.outliers, choices=[0, 1, 2],
+                        help="per group, this many largest-magnitude values travel as bf16 with their index "
+                             "(4 wire bytes each)")
+    parser.add_argument("--overflow-groups", default=d.overflow_groups, choices=["poison", "wide"],
+                        help="a finite group whose scale overflows fp16: poison (NaN out) | wide (a flagged "
+                             "bf16 scale)")
+    parser.add_argument("--rotation", default=d.rotation, choices=["none", "hadamard"],
+                        help="randomized Hadamard transform of every full group before quantization, "
+                             "inverted after")
 
 
 def spec_from_args(args) -> Spec:
     return Spec(bits=args.bits, group=args.group, quantizer=args.quantizer, compensator=args.compensator,
                 eta=args.eta, a=args.a, beta1=args.beta1, beta2=args.beta2, beta=args.beta,
                 residual=args.residual, dtype=args.dtype, state_dtype=args.state_dtype,
-                algorithm=args.algorithm, exact_max_count=args.exact_max_count)
+                algorithm=args.algorithm, exact_max_count=args.exact_max_count, outliers=args.outliers,
+                overflow_groups=args.overflow_groups, rotation=args.rotation)
 
 
 def describe(args, spec: Spec) -> str:
@@ -171,12 +182,33 @@ def describe(args, spec: Spec) -> str:
     head = f"P={args.ranks} {dtype} "
     if args.allreduce == "exact":
         return head + "exact"
-    text = f"{head}echo {spec.bits}-bit {spec.quantizer} g={spec.group} {spec.algorithm} {spec.compensator}"
+    text = f"{head}echo {spec.bits}-bit {spec.quantizer} g={spec.group} {spec.algorithm} "
+    if spec.outliers > 0:
+        text += f"outliers={spec.outliers} "
+    if spec.rotation != "none":
+        text += f"rotation={spec.rotation} "
+    if spec.overflow_groups != "poison":
+        text += f"overflow-groups={spec.overflow_groups} "
+    text += spec.compensator
     if spec.compensator != "off":
         extra = (f", a={spec.a:g}, beta1={spec.beta1:g}, beta2={spec.beta2:g}" if spec.compensator == "dual"
                  else f", beta={spec.beta:g}")
         text += f"({spec.residual}, eta={spec.eta:g}{extra})"
     return text
+
+
+def wire_bits(args, spec: Spec) -> float:
+    """Bits per element on the wire: the spec's (QuantSpec::wire_bits_per_element, the same at
+    every site here), or the dtype's width for the exact all-reduce."""
+    if args.allreduce == "exact":
+        return {"fp32": 32.0, "bf16": 16.0, "fp16": 16.0}[spec.dtype]
+    return spec.wire_bits_per_element()
+
+
+def wire_bits_terms(args) -> str:
+    if args.allreduce == "exact":
+        return f"the exact all-reduce in {args.dtype}"
+    return "codes, parameters, outlier entries; every site"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,6 +266,7 @@ def run(argv) -> int:
     print(f"model        {getattr(model.config, 'name_or_path', '')} ({args.gguf})")
     print(f"text         {args.text} ({len(ids)} tokens)")
     print(f"allreduce    {describe(args, spec)}")
+    print(f"wire bits    {wire_bits(args, spec):.4f} per element ({wire_bits_terms(args)})")
     print(f"windows      {s['windows']} x {args.length} tokens, evenly spaced ({s['predictions']} predictions)")
     print(f"mean nll     {s['mean_nll']:.6f} (standard error over windows {s['stderr']:.6f})")
     print(f"perplexity   {s['perplexity']:.4f}  95% CI [{s['ci_low']:.4f}, {s['ci_high']:.4f}] (Student t over windows)")

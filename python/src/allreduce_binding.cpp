@@ -41,11 +41,16 @@ echo::DType parse_dtype_name(const char* what, const std::string& name) {
 SpecHandle make_spec(int bits, int group, const std::string& quantizer, const std::string& compensator,
                      const std::string& residual, const std::string& algorithm, float eta, float a,
                      float beta1, float beta2, float beta, const std::string& dtype,
-                     const std::string& state_dtype, std::size_t exact_max_count, int ranks) {
+                     const std::string& state_dtype, std::size_t exact_max_count, int outliers,
+                     const std::string& overflow_groups, const std::string& rotation, int ranks) {
   SpecHandle h;
   echo::AllReduceSpec& s = h.spec;
   s.quant.bits = bits;
   s.quant.group = group;
+  s.quant.outliers = outliers;
+  s.quant.overflow = parse_name(echo::parse_overflow_groups(overflow_groups), "overflow_groups",
+                                overflow_groups, "poison, wide");
+  s.quant.rotation = parse_name(echo::parse_rotation(rotation), "rotation", rotation, "none, hadamard");
   s.quant.kind = parse_name(echo::parse_quantizer(quantizer), "quantizer", quantizer,
                             "zero-aware, naive, symmetric");
   s.compensator.mode = parse_name(echo::parse_compensator_mode(compensator), "compensator", compensator,
@@ -187,11 +192,16 @@ void exact_allreduce(const std::string& dtype_name, int ranks, AnyArray parts, A
 
 void register_allreduce(nb::module_& m) {
   nb::class_<SpecHandle>(m, "SpecHandle", "A validated all-reduce configuration for a number of ranks")
-      .def_prop_ro("ranks", [](const SpecHandle& h) { return h.ranks; });
+      .def_prop_ro("ranks", [](const SpecHandle& h) { return h.ranks; })
+      .def_prop_ro("wire_bits_per_element",
+                   [](const SpecHandle& h) { return h.spec.quant.wire_bits_per_element(); },
+                   "QuantSpec::wire_bits_per_element: codes, parameters and outlier entries per element "
+                   "of a full group");
   m.def("make_spec", &make_spec, nb::arg("bits"), nb::arg("group"), nb::arg("quantizer"),
         nb::arg("compensator"), nb::arg("residual"), nb::arg("algorithm"), nb::arg("eta"), nb::arg("a"),
         nb::arg("beta1"), nb::arg("beta2"), nb::arg("beta"), nb::arg("dtype"), nb::arg("state_dtype"),
-        nb::arg("exact_max_count"), nb::arg("ranks"),
+        nb::arg("exact_max_count"), nb::arg("outliers"), nb::arg("overflow_groups"), nb::arg("rotation"),
+        nb::arg("ranks"),
         "Builds and validates (AllReduceSpec::validate) a spec; ValueError names what is out of range.");
   m.def("allreduce", &allreduce, nb::arg("spec"), nb::arg("direction"), nb::arg("parts"), nb::arg("out"),
         nb::arg("m1"), nb::arg("m2"), nb::arg("fresh"), nb::arg("report"),

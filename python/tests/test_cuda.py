@@ -158,6 +158,28 @@ def test_bad_input_raises():
 
 
 @needs_kernel
+@pytest.mark.parametrize("spec", [echotk.Spec(outliers=1), echotk.Spec(rotation="hadamard"),
+                                  echotk.Spec(overflow_groups="wide")], ids=["outliers", "rotation", "wide"])
+def test_transport_options_raise_not_abort(spec):
+    """The CPU-reference-only options (docs/outliers.md): echotk.AllReduce refuses them up front, and
+    the binding refuses them to a caller of the op or of the binding (the emulation's own checks
+    would let them through and run plain Echo)."""
+    with pytest.raises(ValueError, match="CUDA path"):
+        echotk.AllReduce(4, spec, device="cuda")
+    x = contributions(4, 256, "bf16", 5).cuda()
+    handle = spec.handle(4)
+    state = torch.empty(_C.emulate_state_bytes(handle, 256), dtype=torch.uint8, device="cuda")
+    with pytest.raises((ValueError, RuntimeError), match="CPU reference only"):
+        torch.ops.echotk.emulate_allreduce(x, state, spec.key(), 4, "forward", True, True)
+    ws = torch.empty(_C.WORKSPACE_BYTES, dtype=torch.uint8, device="cuda")
+    out = torch.empty(256, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises((ValueError, RuntimeError), match="CPU reference only"):
+        _C.allreduce_cuda(handle, "forward", x, out, state, True, ws, torch.empty(0, device="cuda"),
+                          torch.cuda.current_stream().cuda_stream)
+    echotk.AllReduce(4, device="cuda")(x)  # the GPU is still usable
+
+
+@needs_kernel
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_a_tensor_on_another_gpu_is_refused():
     with torch.cuda.device(0):

@@ -151,6 +151,11 @@ def test_world_of_one_bad_input(world_of_one):
     ar.close()  # twice: nothing happens
     with pytest.raises(ValueError, match="does not implement"):
         echotk.distributed.AllReduce(spec=echotk.Spec(bits=3))
+    # The transport options are CPU reference only (docs/outliers.md): echo::cuda::can_implement.
+    for spec, words in ((echotk.Spec(outliers=1), "outliers"), (echotk.Spec(rotation="hadamard"), "rotation"),
+                        (echotk.Spec(overflow_groups="wide"), "overflow-groups")):
+        with pytest.raises(ValueError, match=f"does not implement.*{words}"):
+            echotk.distributed.AllReduce(spec=spec)
     with pytest.raises(ValueError, match="transport"):
         echotk.distributed.AllReduce(transport="carrier-pigeon")
     with pytest.raises(TypeError, match="echotk.Spec"):

@@ -60,7 +60,8 @@ __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owne
     const unsigned long long t_start = st.rec.job_begin(a);
     // The job decode (the order above): the job's stage, peer and tile, run at once; stage 0 where
     // the step holds no work for the job (pipeline fill and drain) or the launch does not run its
-    // stage (args.stages). The recorder reads the decoded job.
+    // stage (args.stages). The recorder reads the decoded job. Written inline: a decode function
+    // (returning the job, or calling the stage back) changed the kernels' register allocation.
     const long long step = job / jobs_per_step;
     const int r = static_cast<int>(job % jobs_per_step);
     JobStage js{0, 0, 0};

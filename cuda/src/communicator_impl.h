@@ -1,70 +1,18 @@
 // Internal state of a communicator: the rank's workspace, the peer address table, the side stream
-// for the compensator update and the schedule cache.
+// for the compensator update and the plan cache.
 #pragma once
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <map>
-#include <tuple>
 
 #include "echo/cuda/communicator.h"
 #include "echo/numerics/compensator_step.h"
 #include "kernel_args.h"
+#include "plan.h"
 
 namespace echo::cuda {
-
-// Tiling of one call shape, computed once per (dtype, bits, quantizer, group, segment size).
-struct Schedule {
-  int grid;
-  int rounds;
-  std::size_t round_groups;  // groups per round of a full segment
-  int tile_groups;
-  int num_tiles;             // tiles per round
-  int lag;       // steps between the push of a tile and its reduce
-  int tail_lag;  // steps between the reduce of a tile and its tail
-  std::size_t codes_bytes;
-};
-
-// What the tiling of a call shape depends on; schedule_for fills it from the communicator (the
-// stage probe from its own one-GPU setup), so both cut the same tiles.
-struct ScheduleInputs {
-  std::size_t slot_bytes;          // receive slot of one source: one round of its codes and parameters
-  std::size_t groups_per_segment;  // groups of a full segment
-  std::size_t group_bytes;         // packed codes of one group
-  std::size_t param_bytes;         // wire parameters of one group
-  int group;                       // elements per group
-  int bits;                        // bits per code
-  int lane_elements;               // elements per thread of push and reduce
-  int blocks_per_sm;               // resident blocks of the owner kernel variant
-  int sm_count;
-  int ranks;
-  int ranks_on_device;             // ranks on this rank's GPU: the grid
-  int max_ranks_on_device;         // ranks on the group's most shared GPU: the tiles
-  double tiles_per_sqrt_iteration; // the square-root rule's factor; 0: default_tiles_per_sqrt_iteration
-  int tiles_per_wave;              // tiles per wave of resident jobs instead; 0: the square-root rule
-  int reduce_lag_waves;            // push -> reduce distance in waves; 0 picks kDefaultLagWaves
-  int tail_lag_waves;              // reduce -> tail distance in waves; 0 picks kDefaultLagWaves
-};
-// The default tiling: about 16 sqrt(n) tiles for a round of n block iterations per segment (each
-// tile a whole number of iterations), the best fit to the tiles-per-wave sweeps at 4 MiB - 1 GiB on
-// 2 x H200 (docs/performance.md, "Tiles by the square-root rule"): few tiles stretch the pipeline's
-// fill and drain, many small ones pay the per-job overhead (queue atomic, flag post and wait, block
-// barrier). 8-bit jobs move twice the bytes per element and do better with more tiles: 24 sqrt(n).
-inline constexpr double kTilesPerSqrtIteration = 16.0;
-inline constexpr double kTilesPerSqrtIteration8Bit = 24.0;
-inline constexpr double default_tiles_per_sqrt_iteration(int bits) {
-  return bits == 8 ? kTilesPerSqrtIteration8Bit : kTilesPerSqrtIteration;
-}
-// Measured at 16 MiB - 1 GiB on 2 x H200 (docs/performance.md, "Lags of three waves"): lags of 1
-// and 2 waves leave blocks waiting on peer flags; 3 and beyond are on a plateau.
-inline constexpr int kDefaultLagWaves = 3;
-
-// Rounds, tiles, lag and grid of a call shape: rounds split the segment evenly in whole block
-// iterations that fit the slot; tiles by the kTilesPerSqrtIteration rule (or, when given,
-// about tiles_per_wave tiles per wave of resident jobs), at most kMaxTilesPerRound; tiles and lag
-// depend only on values every rank shares.
-Schedule plan_schedule(const ScheduleInputs& in);
 
 // The kernels' view of a compensator spec: mode, residual, state type (when on) and the constants
 // as the reference forms them, fp32 values and fp32(1 - x). The state pointers are left as they are.
@@ -82,9 +30,6 @@ inline void set_compensator_args(const CompensatorSpec& cs, CompensatorArgs* c) 
   c->ob = numerics::one_minus(cs.beta);
   if (cs.mode != CompensatorMode::kOff) c->bf16_state = cs.state_dtype == DType::kBFloat16;
 }
-
-// (dtype, bits, quantizer, group, segment groups, compensator work): the variant decides residency.
-using ScheduleKey = std::tuple<int, int, int, int, std::size_t, int>;  // last: Compensation
 
 class Communicator {
  public:
@@ -108,7 +53,7 @@ class Communicator {
   bool update_pending = false;
   ncclComm_t nccl = nullptr;          // NCCL transport / bootstrap communicator
   bool owns_nccl = false;             // created by create_group (destroyed with the communicator)
-  std::map<ScheduleKey, Schedule> schedules;
+  std::map<PlanKey, Plan> plans;       // plan_for's cache
   unsigned long long* job_trace = nullptr;  // diagnostics: per-job timeline of the next calls
   std::size_t job_trace_records = 0;
 
@@ -136,6 +81,8 @@ inline void set_job_trace(Communicator* comm, unsigned long long* records, std::
 }
 // CommOptions within their documented ranges (slot size, timeout, tiling, lags).
 Status validate_options(const CommOptions& options);
+// The first failed peer wait recorded on the device (kTimeout naming it), or Ok.
+Status check_error_record(const Communicator* comm);
 // Allocates and zeroes the rank's workspace, streams, events and error record.
 Status init_local(Communicator* comm);
 

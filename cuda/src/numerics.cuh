@@ -33,6 +33,7 @@ using numerics::GroupMap;
 using numerics::half_bits_to_float;
 using numerics::is_finite;
 using numerics::kRintMagic;
+using numerics::group_map_from_fields;
 using numerics::make_fp16_group_map;
 using numerics::poisoned_value;
 using numerics::QuantParams;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "echo/dtype.h"
+#include "echo/numerics/group_params.h"
 #include "echo/quantizer.h"
 #include "test_util.h"
 
@@ -256,3 +257,39 @@ BOOST_AUTO_TEST_CASE(spec_validation_names_the_problem) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The map a kernel rebuilds from another lane's per-group fields (scale and zero-point bits,
+// reciprocal) is the map make_fp16_group_map gives, field for field: poisoned, all-zero,
+// one-signed, mixed-sign and past-fp16 ranges, every bit width and quantizer.
+BOOST_AUTO_TEST_CASE(group_map_from_fields_rebuilds_the_fp16_map) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float ranges[][2] = {{0.0f, 0.0f},     {-1.0f, 2.0f},   {0.25f, 0.5f},    {-3e-3f, -1e-3f},
+                             {1e-8f, 2e-8f},   {-7.0f, 0.0f},   {5.0f, 5.0f},     {-1e6f, 3e6f},
+                             {-inf, 1.0f},     {0.0f, inf},     {std::nanf(""), 1.0f}, {-65504.0f, 1e-3f}};
+  int checked = 0;
+  for (const QuantizerKind kind : kKinds) {
+    for (int bits = 2; bits <= 8; ++bits) {
+      const numerics::QuantParams q{bits, kind};
+      for (const auto& r : ranges) {
+        const bool finite = std::isfinite(r[0]) && std::isfinite(r[1]);
+        const numerics::GroupMap want = numerics::make_fp16_group_map(q, r[0], r[1], finite);
+        const numerics::GroupMap got = numerics::group_map_from_fields(q, want.scale, want.zero_point, want.recip);
+        BOOST_TEST_CONTEXT("bits " << bits << ", kind " << static_cast<int>(kind) << ", range [" << r[0] << ", "
+                                   << r[1] << "]") {
+          BOOST_TEST(got.poisoned == want.poisoned);
+          BOOST_TEST(got.scale == want.scale);
+          BOOST_TEST(got.zero_point == want.zero_point);
+          if (!want.poisoned) {
+            BOOST_TEST(numerics::float_to_bits(got.recip) == numerics::float_to_bits(want.recip));
+            BOOST_TEST(numerics::float_to_bits(got.zero_add) == numerics::float_to_bits(want.zero_add));
+            BOOST_TEST(numerics::float_to_bits(got.clip_lo) == numerics::float_to_bits(want.clip_lo));
+            BOOST_TEST(numerics::float_to_bits(got.clip_hi) == numerics::float_to_bits(want.clip_hi));
+            BOOST_TEST(numerics::float_to_bits(got.code_shift) == numerics::float_to_bits(want.code_shift));
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  BOOST_TEST(checked == 3 * 7 * 12);
+}

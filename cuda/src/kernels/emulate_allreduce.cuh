@@ -105,6 +105,72 @@ __device__ __forceinline__ Scaling call_scaling(const EmulateParams& a) {
   return make_scaling(a.backward ? backward_exponent(__uint_as_float(a.report->max_abs_bits)) : 0);
 }
 
+// Rank r's x' in the call's units: times 2^k in a backward call (exact: a power of two).
+__device__ __forceinline__ void scaled_terms(const EmulateParams& a, const Scaling& sc, const float (&x)[E],
+                                             float (&v)[E]) {
+#pragma unroll
+  for (int k = 0; k < E; ++k) v[k] = a.backward ? __fmul_rn(x[k], sc.scale) : x[k];
+}
+
+// Local residual of a pushed segment: u = x' - v * 2^-k, the error rank r injected.
+__device__ __forceinline__ void update_pushed(const EmulateParams& a, int r, const LaneSpot& s, const Scaling& sc,
+                                              const float (&x)[E], const float (&v)[E]) {
+  float u[E];
+#pragma unroll
+  for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[k], a.backward ? __fmul_rn(v[k], sc.unscale) : v[k]);
+  update_rank(a, r, s, u);
+}
+
+// The push and the owner's sum of a group of at most 32 lanes and at least P: the statistics of
+// every pushing rank first, then lane j of the group computes rank j's map and every lane takes
+// its rank's from there by shuffles (scale and zero-point bits, reciprocal: group_map_from_fields),
+// so the group's P - 1 maps cost one map's instructions (the kernel is bound by its instructions).
+// The values are those of the one-rank-at-a-time loop.
+template <int P>
+__device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, const LaneSpot& s,
+                                                       const QuantParams& qp, const Scaling& sc, int lanes,
+                                                       bool symmetric, bool local, const float (&x)[P][E],
+                                                       float (&acc)[E]) {
+  const int lane = threadIdx.x & 31;
+  const int first = lane & ~(lanes - 1);  // the group's first lane in the warp
+  const int j = lane - first;
+  float mn = 0.0f, mx = 0.0f;
+  bool finite = true;
+  bool any_push[P];
+#pragma unroll
+  for (int r = 0; r < P; ++r) {
+    any_push[r] = __any_sync(0xFFFFFFFFu, s.valid > 0 && r != s.owner);
+    if (!any_push[r]) continue;
+    float v[E];
+    scaled_terms(a, sc, x[r], v);
+    const GroupStats st = group_stats<E>(v, s.valid, lanes);
+    if (j == r) {
+      mn = st.mn;
+      mx = st.mx;
+      finite = st.finite;
+    }
+  }
+  const GroupMap mine = make_fp16_group_map(qp, mn, mx, finite);
+  const unsigned mine_fields = static_cast<unsigned>(mine.scale) | (static_cast<unsigned>(mine.zero_point) << 16);
+#pragma unroll
+  for (int r = 0; r < P; ++r) {
+    float v[E];
+    scaled_terms(a, sc, x[r], v);
+    if (any_push[r]) {
+      const unsigned fields = __shfl_sync(0xFFFFFFFFu, mine_fields, first + r);
+      const float recip = __shfl_sync(0xFFFFFFFFu, mine.recip, first + r);
+      if (s.valid > 0 && r != s.owner) {
+        const GroupMap map = group_map_from_fields(qp, static_cast<std::uint16_t>(fields & 0xFFFFu),
+                                                   static_cast<std::uint16_t>(fields >> 16), recip);
+        requantize_lane(map, symmetric, a.bits, v, v);
+        if (local) update_pushed(a, r, s, sc, x[r], v);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < E; ++k) acc[k] = r == 0 ? v[k] : __fadd_rn(acc[k], v[k]);
+  }
+}
+
 // The quantized owner all-reduce (docs/numerics.md 4).
 template <DType D, int P>
 __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(EmulateParams a) {
@@ -114,6 +180,8 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
   const bool fresh = comp && *a.comp.fresh != 0;
   const int lanes = a.group / E;  // lanes per group, uniform over the block
   const bool wide = lanes > 32;   // groups span warps: every quantization is block-wide
+  // Every pushing rank's map from its own lane of the group (push_maps_side_by_side).
+  const bool side_by_side = P > 1 && !wide && lanes >= P;
   const bool symmetric = a.kind == QuantizerKind::kSymmetric;
   const QuantParams qp{a.bits, a.kind};
   const Scaling sc = call_scaling(a);
@@ -133,30 +201,26 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
     // Push and reduce: rank r's term is its dequantized push where it does not own the group,
     // its own x' (times 2^k) where it does; acc sums the terms in rank order.
     float acc[E];
+    if (side_by_side) {
+      push_maps_side_by_side<P>(a, s, qp, sc, lanes, symmetric, local, x, acc);
+    } else {
 #pragma unroll
-    for (int r = 0; r < P; ++r) {
-      float v[E];
-#pragma unroll
-      for (int k = 0; k < E; ++k) v[k] = a.backward ? __fmul_rn(x[r][k], sc.scale) : x[r][k];
-      const bool pushes = s.valid > 0 && r != s.owner;
-      // The statistics take every lane of the group (shuffles, barriers when wide): skipped only
-      // where no lane of the warp pushes.
-      if (P > 1 && (wide || __any_sync(0xFFFFFFFFu, pushes))) {
-        const GroupStats st = block_group_stats(v, s.valid, lanes, warp_stats);
-        if (pushes) {
-          const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
-          requantize_lane(map, symmetric, a.bits, v, v);
-          if (local) {
-            // Local residual of a pushed segment: u = x' - v * 2^-k, the error this rank injected.
-            float u[E];
-#pragma unroll
-            for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], a.backward ? __fmul_rn(v[k], sc.unscale) : v[k]);
-            update_rank(a, r, s, u);
+      for (int r = 0; r < P; ++r) {
+        float v[E];
+        scaled_terms(a, sc, x[r], v);
+        const bool pushes = s.valid > 0 && r != s.owner;
+        // The statistics take every lane of the group (shuffles, barriers when wide): skipped only
+        // where no lane of the warp pushes.
+        if (P > 1 && (wide || __any_sync(0xFFFFFFFFu, pushes))) {
+          const GroupStats st = block_group_stats(v, s.valid, lanes, warp_stats);
+          if (pushes) {
+            requantize_lane(make_fp16_group_map(qp, st.mn, st.mx, st.finite), symmetric, a.bits, v, v);
+            if (local) update_pushed(a, r, s, sc, x[r], v);
           }
         }
-      }
 #pragma unroll
-      for (int k = 0; k < E; ++k) acc[k] = r == 0 ? v[k] : __fadd_rn(acc[k], v[k]);
+        for (int k = 0; k < E; ++k) acc[k] = r == 0 ? v[k] : __fadd_rn(acc[k], v[k]);
+      }
     }
     // Gather: the owner quantizes the sum once; every rank dequantizes the same codes.
     const GroupStats st = block_group_stats(acc, s.valid, lanes, warp_stats);

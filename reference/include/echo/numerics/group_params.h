@@ -184,6 +184,21 @@ ECHO_HOST_DEVICE_INLINE GroupMap make_fp16_group_map(const QuantParams& q, float
   return map;
 }
 
+// The fp16 map rebuilt from its per-group fields (scale and zero-point bits, reciprocal; the rest
+// follows from q): equal to make_fp16_group_map's, for kernels that compute a group's map in one
+// lane and hand it to the others (a poisoned map's scale is kCanonicalNaNHalf, no finite scale is).
+ECHO_HOST_DEVICE_INLINE GroupMap group_map_from_fields(const QuantParams& q, std::uint16_t scale,
+                                                       std::uint16_t zero_point, float recip) {
+  GroupMap map = poisoned_group_map();
+  if (scale == kCanonicalNaNHalf) return map;
+  map.poisoned = false;
+  map.scale = scale;
+  map.zero_point = zero_point;
+  map.recip = recip;
+  set_clamp_fields(q, map);
+  return map;
+}
+
 // The group map of docs/numerics.md 2.2-2.4: the fp16 map, or with q.wide_scale the wide map where
 // the fp16 scale overflows (the only way a finite group comes out poisoned).
 ECHO_HOST_DEVICE_INLINE GroupMap make_group_map(const QuantParams& q, float mn, float mx, bool finite) {

@@ -1,0 +1,162 @@
+// The owner kernel's variants on the host side: the list of (bits, lane elements, compensator)
+// shapes, the instance a launch runs (fused, or the split push + reduce and tail kernels), its
+// dynamic shared memory, residency and preloading. Included once per dtype (owner_allreduce_<dtype>.cu).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#include "kernels/owner/kernel.cuh"
+#include "kernels/owner/variant.cuh"
+#include "launch.h"
+#include "staged_loads.cuh"
+
+namespace echo::cuda {
+namespace owner_detail {
+
+// Dynamic shared memory of a variant: the staging buffers of the staged ones, none otherwise.
+template <DType D, int BITS, int E, bool COMP>
+constexpr std::size_t staged_bytes() {
+  using S = OwnerVariant<D, BITS, E, COMP>;
+  constexpr std::size_t bytes = S::kStaged ? StagedLayout<D, E, S::kStagedStateBytes>::kBytes : 0;
+  // The staging buffers of the resident blocks fit a Hopper multiprocessor's 227 KiB of shared
+  // memory per block set (with 1 KiB per block reserved and the kernel's static words to spare).
+  static_assert(bytes == 0 || (bytes + 2048) * owner_min_blocks(E, COMP) <= 227u * 1024u,
+                "staging buffers exceed the shared memory of the variant's resident blocks");
+  return bytes;
+}
+
+// The instance of a variant that runs a launch's stages: the fused kernel for a launch of every
+// stage; for split variants (owner_split_tail) the tail kernel for a tail-only launch and the push
+// + reduce kernel for any other (with four peers' copies loaded at once when there are more than
+// two ranks, one otherwise: the batch's registers slow the push by 1-3%, which only P > 2 wins
+// back). The caller picks fused or split per call (owner_allreduce_splits_tail).
+template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH = default_peer_batch(E, COMP)>
+cudaError_t launch_instance(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
+  using S = OwnerVariant<D, BITS, E, COMP, STAGES, PEER_BATCH>;
+  // A launch reserves the staging buffers only when its call stages (the 16-element lanes with fp32
+  // state do not, and run faster without the reservation: docs/performance.md, "Staged loads in
+  // shared memory"); the tail stages nothing.
+  const bool stages = S::kStaged && (S::kStagedStateBytes != 2 || a.comp.bf16_state) && STAGES != kTailStages;
+  owner_allreduce_kernel<D, BITS, E, COMP, STAGES, PEER_BATCH>
+      <<<grid, kBlockThreads, stages ? staged_bytes<D, BITS, E, COMP>() : 0, stream>>>(a, last_round);
+  return cudaGetLastError();
+}
+
+// Peers' copies per batch of the push + reduce kernel of a split variant with more than two ranks.
+constexpr int kSplitPeerBatch = 4;
+
+template <DType D, int BITS, int E, bool COMP>
+cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
+  if constexpr (owner_split_tail(E, COMP)) {
+    if (a.stages == kTailStages) return launch_instance<D, BITS, E, COMP, kTailStages>(a, last_round, grid, stream);
+    if ((a.stages & kStageTail) == 0) {
+      if (a.ranks > 2) {
+        return launch_instance<D, BITS, E, COMP, kPushReduceStages, kSplitPeerBatch>(a, last_round, grid, stream);
+      }
+      return launch_instance<D, BITS, E, COMP, kPushReduceStages>(a, last_round, grid, stream);
+    }
+  }
+  return launch_instance<D, BITS, E, COMP, kFusedStages>(a, last_round, grid, stream);
+}
+
+// The kernel variant of a call shape: (bits, elements per lane, compensator); lane_elements()
+// picks 8 only with the compensator (local residual), so the 8-element variants exist only with
+// COMP.
+#define ECHO_OWNER_VARIANTS(X, D)                                                              \
+  X(D, 4, 32, false) X(D, 4, 32, true) X(D, 4, 16, false) X(D, 4, 16, true) X(D, 4, 8, true)   \
+  X(D, 8, 32, false) X(D, 8, 32, true) X(D, 8, 16, false) X(D, 8, 16, true) X(D, 8, 8, true)
+
+template <DType D>
+cudaError_t launch_dtype(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
+  const Compensation c = compensation_of(a.comp.mode, a.comp.residual);
+  const bool comp = c != Compensation::kOff;
+  const int e = lane_elements(a.bits, a.group, c);
+#define ECHO_LAUNCH(DD, B, EE, C) \
+  if (a.bits == B && e == EE && comp == C) return launch_variant<DD, B, EE, C>(a, last_round, grid, stream);
+  ECHO_OWNER_VARIANTS(ECHO_LAUNCH, D)
+#undef ECHO_LAUNCH
+  return cudaErrorInvalidValue;
+}
+
+// The kernels of a variant: the fused one, and for split variants the push + reduce ones (both
+// batches) and the tail one (null where the variant has none).
+template <DType D, int BITS, int E, bool COMP>
+struct Instances {
+  static constexpr bool kSplit = owner_split_tail(E, COMP);
+  static constexpr int kBatch = default_peer_batch(E, COMP);
+  template <int STAGES, int PEER_BATCH = kBatch>
+  static const void* split_kernel() {
+    if constexpr (kSplit) {
+      return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, STAGES, PEER_BATCH>);
+    } else {
+      return nullptr;
+    }
+  }
+  static const void* fused() {
+    return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kFusedStages, kBatch>);
+  }
+  static const void* push_reduce() { return split_kernel<kPushReduceStages>(); }
+  static const void* batched() { return split_kernel<kPushReduceStages, kSplitPeerBatch>(); }
+  static const void* tail() { return split_kernel<kTailStages>(); }
+  // The kernels that take the staging buffers (fused, push + reduce) and the tail.
+  static constexpr int kCount = 4;
+  static void list(const void* (&f)[kCount]) {
+    f[0] = fused();
+    f[1] = push_reduce();
+    f[2] = batched();
+    f[3] = tail();
+  }
+};
+
+// Resident blocks per multiprocessor of the variant a call of this shape launches (the fewest of
+// its kernels: a call launches them on the same grid).
+template <DType D>
+int blocks_per_sm_dtype(int bits, int group, Compensation c) {
+  int n = 1;
+  const bool comp = c != Compensation::kOff;
+  const int e = lane_elements(bits, group, c);
+#define ECHO_PICK(DD, B, EE, C)                                                                    \
+  if (bits == B && e == EE && comp == C) {                                                         \
+    using I = Instances<DD, B, EE, C>;                                                             \
+    const void* f[I::kCount];                                                                      \
+    I::list(f);                                                                                    \
+    n = 1 << 30;                                                                                   \
+    for (int k = 0; k < I::kCount; ++k) {                                                          \
+      const std::size_t smem = f[k] == I::tail() ? 0 : staged_bytes<DD, B, EE, C>();              \
+      if (f[k] != nullptr) n = std::min(n, resident_blocks_per_sm(f[k], smem));                    \
+    }                                                                                              \
+  }
+  ECHO_OWNER_VARIANTS(ECHO_PICK, D)
+#undef ECHO_PICK
+  return n;
+}
+
+// Loads every kernel of this dtype into the current context (see preload_kernels) and lets the
+// staged ones use their dynamic shared memory (above the default 48 KiB for some).
+template <DType D>
+cudaError_t preload_dtype() {
+  cudaError_t e = cudaSuccess;
+#define ECHO_LOAD(DD, B, EE, C)                                                                     \
+  if (e == cudaSuccess) {                                                                           \
+    using I = Instances<DD, B, EE, C>;                                                              \
+    const void* f[I::kCount];                                                                       \
+    I::list(f);                                                                                     \
+    for (int k = 0; k < I::kCount && e == cudaSuccess; ++k) {                                      \
+      if (f[k] == nullptr) continue;                                                                \
+      e = load_kernels({f[k]});                                                                     \
+      if (e == cudaSuccess && f[k] != I::tail() && staged_bytes<DD, B, EE, C>() > 0) {              \
+        e = cudaFuncSetAttribute(f[k], cudaFuncAttributeMaxDynamicSharedMemorySize,                 \
+                                 static_cast<int>(staged_bytes<DD, B, EE, C>()));                   \
+      }                                                                                             \
+    }                                                                                               \
+  }
+  ECHO_OWNER_VARIANTS(ECHO_LOAD, D)
+#undef ECHO_LOAD
+  return e;
+}
+
+#undef ECHO_OWNER_VARIANTS
+
+}  // namespace owner_detail
+}  // namespace echo::cuda

@@ -150,22 +150,19 @@ __device__ __forceinline__ void send_term(const EmulateParams& a, const Scaling&
   }
 }
 
-// Local residual of rank r's push v (in the sent units): with the rotation the residual is taken
-// from the de-rotated push (docs/numerics.md 2.6; the de-rotation's exchanges need the whole group,
-// so every lane of it calls this, `pushes` saying which update), else from v as it is.
-template <bool kOptions>
+// The options variant's local residual of rank r's push v (in the sent units): with the rotation it
+// is taken from the de-rotated push (docs/numerics.md 2.6; the de-rotation's exchanges need the
+// whole group, so every lane of it calls this, `pushes` saying which update), else from v.
 __device__ __forceinline__ void update_pushed_term(const EmulateParams& a, int r, const LaneSpot& s, const Scaling& sc,
                                                    bool pushes, bool rotation, const RotationLane& rl,
                                                    float4* exchange, const float (&x)[E], const float (&v)[E]) {
-  if constexpr (kOptions) {
-    if (rotation) {
-      float vu[E];
+  if (rotation) {
+    float vu[E];
 #pragma unroll
-      for (int k = 0; k < E; ++k) vu[k] = v[k];
-      unrotate_lane<E>(rl, vu, exchange);
-      if (pushes) update_pushed(a, r, s, sc, x, vu);
-      return;
-    }
+    for (int k = 0; k < E; ++k) vu[k] = v[k];
+    unrotate_lane<E>(rl, vu, exchange);
+    if (pushes) update_pushed(a, r, s, sc, x, vu);
+    return;
   }
   if (pushes) update_pushed(a, r, s, sc, x, v);
 }
@@ -215,9 +212,14 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
         const GroupMap map = group_map_from_fields(qp, static_cast<std::uint16_t>(fields & 0xFFFFu),
                                                    static_cast<std::uint16_t>(fields >> 16), recip);
         requantize_lane<E, kOptions>(map, symmetric, a.bits, v, v);
+        if constexpr (!kOptions) {
+          if (local) update_pushed(a, r, s, sc, x[r], v);
+        }
       }
-      // The whole warp is here (any_push is warp-uniform): the de-rotation may shuffle.
-      if (local) update_pushed_term<kOptions>(a, r, s, sc, pushes, rotation, rl, exchange, x[r], v);
+      if constexpr (kOptions) {
+        // The whole warp is here (any_push is warp-uniform): the de-rotation may shuffle.
+        if (local) update_pushed_term(a, r, s, sc, pushes, rotation, rl, exchange, x[r], v);
+      }
     }
 #pragma unroll
     for (int k = 0; k < E; ++k) acc[k] = r == 0 ? v[k] : __fadd_rn(acc[k], v[k]);
@@ -292,8 +294,13 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
           const GroupStats st = block_group_stats(v, s.valid, lanes, warp_stats);
           if (pushes) {
             requantize_lane<E, kOptions>(group_map_of<kOptions>(qp, st.mn, st.mx, st.finite), symmetric, a.bits, v, v);
+            if constexpr (!kOptions) {
+              if (local) update_pushed(a, r, s, sc, x[r], v);
+            }
           }
-          if (local) update_pushed_term<kOptions>(a, r, s, sc, pushes, rotation, rl, rotation_exchange, x[r], v);
+          if constexpr (kOptions) {
+            if (local) update_pushed_term(a, r, s, sc, pushes, rotation, rl, rotation_exchange, x[r], v);
+          }
         }
 #pragma unroll
         for (int k = 0; k < E; ++k) acc[k] = r == 0 ? v[k] : __fadd_rn(acc[k], v[k]);

@@ -108,6 +108,7 @@ float fp16_scale_limit_range(int bits) { return 65504.0f * static_cast<float>((1
 // holds, at its first element, the range at the fp16 scale limit, the next float above it, or 0.1%
 // below or above (rounded to the dtype), beside a 1.
 void add_wide_values(const Case& c, std::size_t n, int call, int r, std::vector<float>& x) {
+  if (c.dtype == DType::kFloat16) return;  // fp16 holds no value past 65504
   const std::size_t g = static_cast<std::size_t>(c.group);
   const int decades = c.rotation == Rotation::kHadamard ? 35 : 38;
   const float limit = fp16_scale_limit_range(c.bits);
@@ -122,7 +123,6 @@ void add_wide_values(const Case& c, std::size_t n, int call, int r, std::vector<
       if (begin + 4 < end) x[begin + 4] = 1.0f;
       continue;
     }
-    if (c.dtype == DType::kFloat16) continue;  // fp16 holds no value past 65504
     // The generator's values stay below about 2^14 in magnitude: below 10^e after the scaling.
     const float f = std::pow(10.0f, static_cast<float>(m % static_cast<std::size_t>(decades))) * 0x1p-14f;
     for (std::size_t i = begin; i < end; ++i) x[i] = round_to_dtype(x[i] * f, c.dtype);

@@ -4,10 +4,12 @@
 #   build     configure (sm_90, Release, no model) and build only the emulation's objects, its
 #             tests and its benchmark (not the peer-to-peer kernels)
 #   test      cuda_emulate_args, then cuda_emulate with ECHO_REQUIRE_GPU=1 (bit-exact sweep
-#             against the CPU reference: outputs, x', states, reports)
+#             against the CPU reference: outputs, x', states, reports; wide groups and the
+#             rotation in wide_groups_and_rotation and wide_groups_keep_finite_inputs_finite)
 #   bench     echo_cuda_emulate_bench: the speed goal's configuration (P = 4, 16 Mi bf16 elements
-#             per rank, dual compensator, fp32 state) and a few others, beside a device-to-device
-#             copy of the same traffic
+#             per rank, dual compensator, fp32 state), a few others, and the same with wide groups,
+#             the Hadamard rotation and both (docs/numerics.md 2.4, 2.6), each beside a
+#             device-to-device copy of the same traffic
 #   sanitize  compute-sanitizer memcheck and racecheck on the test's small sweep
 # Stages run in the order given (default: build test bench sanitize). Environment: BUILD_DIR
 # (default build-emulate), DEADLINE_S (default 450): the sanitizer runs shrink or are skipped so
@@ -56,9 +58,12 @@ stage_test() {
 
 stage_bench() {
   local b=$build/bin/echo_cuda_emulate_bench args
-  # elements ranks bits compensator dtype iterations; the first line is the speed goal's.
+  # elements ranks bits compensator dtype iterations [options]; the first line is the speed goal's,
+  # the last four the transport options beside it (docs/numerics.md 2.4, 2.6).
   local runs=("16777216 4 4 dual bf16 50" "16777216 4 4 dual-local-bf16 bf16 50" "16777216 4 4 off bf16 50"
-              "16777216 8 4 dual bf16 30" "16777216 4 8 dual fp16 30" "16777216 2 4 single fp32 30")
+              "16777216 8 4 dual bf16 30" "16777216 4 8 dual fp16 30" "16777216 2 4 single fp32 30"
+              "16777216 4 4 dual bf16 50 wide" "16777216 4 4 dual bf16 50 rotation"
+              "16777216 4 4 dual-local bf16 50 rotation" "16777216 4 4 dual bf16 50 wide-rotation")
   for args in "${runs[@]}"; do
     echo "== echo_cuda_emulate_bench $args"
     # shellcheck disable=SC2086  # args are the tool's word list
@@ -66,6 +71,8 @@ stage_bench() {
     echo "rc=$?"
   done | tee "$out/bench.log"
   note "bench: $(grep -E '^ratio' "$out/bench.log" | head -1) (P = 4, 16 Mi bf16, dual, fp32 state); all ratios: $(grep -E '^ratio' "$out/bench.log" | awk '{print $2}' | tr '\n' ' ')"
+  # The options beside plain 4-bit (P = 4, 16 Mi bf16, 4-bit, dual): median ms of each row.
+  note "options, median ms: $(awk '/^== / {label = $0; sub(/^== echo_cuda_emulate_bench 16777216 /, "", label)} /^emulation median/ {print label ": " $3}' "$out/bench.log" | grep -E '^4 4 dual' | tr '\n' ';')"
 }
 
 stage_sanitize() {

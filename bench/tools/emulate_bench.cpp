@@ -1,9 +1,11 @@
 // Speed of the one-GPU emulation (echo/cuda/emulate.h) against a device-to-device copy of the same
 // memory traffic, measured in the same run: medians of CUDA-event-timed calls after warm-up.
-//   echo_cuda_emulate_bench [elements] [ranks] [bits] [compensator] [dtype] [iterations]
-// Defaults: 16777216 elements per rank, 4 ranks, 4 bits, dual, bf16, 50 iterations (the speed goal
-// of docs/performance.md). compensator: off, single, dual (global residual, fp32 state),
-// dual-local, dual-bf16 (global, bf16 state), dual-local-bf16. The traffic counted is what the
+//   echo_cuda_emulate_bench [elements] [ranks] [bits] [compensator] [dtype] [iterations] [options]
+// Defaults: 16777216 elements per rank, 4 ranks, 4 bits, dual, bf16, 50 iterations, no options (the
+// speed goal of docs/performance.md). compensator: off, single, dual (global residual, fp32 state),
+// dual-local, dual-bf16 (global, bf16 state), dual-local-bf16. options: none, wide (overflow-groups
+// wide; the data stays below the fp16 scale limit, so this is the cost of the variant alone),
+// rotation (Hadamard), wide-rotation (docs/numerics.md 2.4, 2.6). The traffic counted is what the
 // kernel must move: every rank's input read, the output written, and every rank's averages read
 // and written; the copy moves half that many bytes (each read once and written once).
 #include <cuda_runtime_api.h>
@@ -25,9 +27,10 @@ using namespace echo;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: echo_cuda_emulate_bench [elements] [ranks] [bits] [compensator] [dtype] [iterations]\n"
+    "usage: echo_cuda_emulate_bench [elements] [ranks] [bits] [compensator] [dtype] [iterations] [options]\n"
     "  compensator: off, single, dual, dual-local, dual-bf16, dual-local-bf16\n"
-    "  dtype: bf16, fp16, fp32\n";
+    "  dtype: bf16, fp16, fp32\n"
+    "  options: none, wide, rotation, wide-rotation\n";
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "echo_cuda_emulate_bench: %s\n", what.c_str());
@@ -109,6 +112,10 @@ int main(int argc, char** argv) {
   const std::string comp_name = argc > 4 ? argv[4] : "dual";
   const std::string dtype_arg = argc > 5 ? argv[5] : "bf16";
   const int iterations = static_cast<int>(number(argc, argv, 6, 50, 1, 100000, "iterations"));
+  const std::string options = argc > 7 ? argv[7] : "none";
+  if (options != "none" && options != "wide" && options != "rotation" && options != "wide-rotation") {
+    usage_error("unknown options '" + options + "'");
+  }
   const auto dtype = parse_dtype(dtype_arg);
   if (!dtype) usage_error("unknown dtype '" + dtype_arg + "'");
 
@@ -116,6 +123,8 @@ int main(int argc, char** argv) {
   spec.dtype = *dtype;
   spec.quant.bits = bits;
   spec.compensator = compensator_of(comp_name);
+  if (options.find("wide") != std::string::npos) spec.quant.overflow = OverflowGroups::kWide;
+  if (options.find("rotation") != std::string::npos) spec.quant.rotation = Rotation::kHadamard;
   const std::size_t es = dtype_size(spec.dtype);
 
   cudaStream_t stream;
@@ -188,10 +197,12 @@ int main(int argc, char** argv) {
   ok(cudaGetDevice(&device), "cudaGetDevice");
   ok(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   std::printf("device: %s\n", prop.name);
-  std::printf("emulation: P=%d n=%zu %s, %d-bit, group %d, %s, compensator %s (%s residual, %s state), %d iterations\n", P,
-              n, dtype_name(spec.dtype), bits, spec.quant.group, quantizer_name(spec.quant.kind),
+  std::printf("emulation: P=%d n=%zu %s, %d-bit, group %d, %s, compensator %s (%s residual, %s state), "
+              "overflow-groups %s, rotation %s, %d iterations\n",
+              P, n, dtype_name(spec.dtype), bits, spec.quant.group, quantizer_name(spec.quant.kind),
               compensator_mode_name(spec.compensator.mode), residual_mode_name(spec.compensator.residual),
-              dtype_name(spec.compensator.state_dtype), iterations);
+              dtype_name(spec.compensator.state_dtype), overflow_groups_name(spec.quant.overflow),
+              rotation_name(spec.quant.rotation), iterations);
   std::printf("emulation median %.4f ms, traffic %.3f GB: %.1f GB/s (poisoned groups %zu)\n", emu_ms, traffic / 1e9,
               emu_gbs, report.poisoned_groups);
   std::printf("d2d copy median %.4f ms before, %.4f ms after, %.3f GB copied: %.1f GB/s (read + write)\n", copy_ms,

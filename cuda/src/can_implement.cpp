@@ -15,8 +15,9 @@ Status can_implement(const AllReduceSpec& spec, int ranks) {
     return Status(StatusCode::kUnsupported, std::string("the CUDA path implements the owner algorithm only, got ") +
                                                 algorithm_name(spec.algorithm));
   }
-  // The transport options of docs/numerics.md 2.4-2.6 are specified and implemented in the CPU
-  // reference; the kernels implement the default of each (poisoned overflow groups).
+  // The transport options of docs/numerics.md 2.4-2.6 are implemented in the CPU reference, and
+  // wide groups and the rotation also in the one-GPU emulation (echo/cuda/emulate.h); the
+  // peer-to-peer pipeline implements the default of each.
   const QuantSpec& q = spec.quant;
   if (q.outliers != 0) {
     return Status(StatusCode::kUnsupported,
@@ -25,13 +26,13 @@ Status can_implement(const AllReduceSpec& spec, int ranks) {
   }
   if (q.overflow != OverflowGroups::kPoison) {
     return Status(StatusCode::kUnsupported,
-                  std::string("the CUDA path implements overflow-groups poison only (wide groups are CPU "
-                              "reference only), got ") + overflow_groups_name(q.overflow));
+                  std::string("the CUDA path implements overflow-groups poison only (wide groups are "
+                              "implemented by the CPU reference and the one-GPU emulation), got ") + overflow_groups_name(q.overflow));
   }
   if (q.rotation != Rotation::kNone) {
     return Status(StatusCode::kUnsupported,
-                  std::string("the CUDA path implements rotation none only (the Hadamard rotation is CPU "
-                              "reference only), got ") + rotation_name(q.rotation));
+                  std::string("the CUDA path implements rotation none only (the Hadamard rotation is "
+                              "implemented by the CPU reference and the one-GPU emulation), got ") + rotation_name(q.rotation));
   }
   return Status::Ok();
 }

@@ -42,6 +42,13 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
     return Status(StatusCode::kUnsupported, "emulate_allreduce: the emulation runs the owner algorithm only, not " +
                                                 std::string(algorithm_name(a.spec.algorithm)));
   }
+  // Wide groups and the rotation run in the quantized kernel's options variant; outliers sent
+  // exactly are the CPU reference's alone (docs/numerics.md 2.5).
+  if (a.spec.quant.outliers != 0) {
+    return Status(StatusCode::kUnsupported,
+                  "emulate_allreduce: outliers sent exactly are implemented by the CPU reference only, got outliers " +
+                      std::to_string(a.spec.quant.outliers));
+  }
   if (a.count == 0) return invalid("count must be >= 1");
   const std::size_t es = dtype_size(a.spec.dtype);
   const auto ranks = static_cast<std::size_t>(a.ranks);
@@ -162,6 +169,8 @@ Status emulate_allreduce(const EmulateArguments& args, cudaStream_t stream) {
   }
   p.backward = spec.direction == Direction::kBackward;
   p.exact_rounds = exact_path_rounds_x_prime(spec);
+  p.wide_groups = spec.quant.overflow == OverflowGroups::kWide;
+  p.rotate = spec.quant.rotation == Rotation::kHadamard;
   p.report = static_cast<EmulateDeviceReport*>(args.workspace);
 
   // The call's report starts from zero (poisoned count, backward max); the kernels fill it.

@@ -54,6 +54,8 @@ struct EmulateParams {
   std::size_t state_stride;        // elements between rank rows of m1 and m2
   bool backward;
   bool exact_rounds;               // exact path: terms are x' rounded to bf16 (exact_path_rounds_x_prime)
+  bool wide_groups;                // OverflowGroups::kWide (docs/numerics.md 2.4)
+  bool rotate;                     // Rotation::kHadamard (docs/numerics.md 2.6)
   EmulateDeviceReport* report;
 };
 

@@ -117,7 +117,8 @@ template <DType D> __device__ __forceinline__ float round_to(float v) {
 }
 
 // ---- quantizer -----------------------------------------------------------------------------
-// make_fp16_group_map (the kernels implement no wide map), encode_magic, encode_bits,
+// make_fp16_group_map (the P2P kernels and the emulation's default variant implement no wide map;
+// the emulation's options variant calls numerics::make_group_map), encode_magic, encode_bits,
 // code_value_of_bits and poisoned_value are the shared ones (echo/numerics/group_params.h).
 
 // x^ = fp32(s * fp32(float(q) - z)) for a group whose scale is finite (not poisoned), from float(q)

@@ -30,7 +30,9 @@ BOOST_AUTO_TEST_CASE(other_bit_widths_and_the_ring_are_unsupported) {
   BOOST_TEST(s.message() == "the CUDA path implements the owner algorithm only, got ring");
 }
 
-BOOST_AUTO_TEST_CASE(the_transport_options_are_cpu_reference_only) {
+// The peer-to-peer path refuses them (wide groups and the rotation run in the one-GPU emulation:
+// test_emulate_args.cpp).
+BOOST_AUTO_TEST_CASE(the_transport_options_are_not_in_the_p2p_path) {
   AllReduceSpec spec;
   spec.quant.outliers = 1;
   Status s = can_implement(spec, 2);
@@ -41,11 +43,13 @@ BOOST_AUTO_TEST_CASE(the_transport_options_are_cpu_reference_only) {
   s = can_implement(spec, 2);
   BOOST_TEST((s.code() == StatusCode::kUnsupported));
   BOOST_TEST(s.message().find("overflow-groups poison only") != std::string::npos);
+  BOOST_TEST(s.message().find("one-GPU emulation") != std::string::npos);
   spec.quant.overflow = OverflowGroups::kPoison;
   spec.quant.rotation = Rotation::kHadamard;
   s = can_implement(spec, 2);
   BOOST_TEST((s.code() == StatusCode::kUnsupported));
   BOOST_TEST(s.message().find("rotation none only") != std::string::npos);
+  BOOST_TEST(s.message().find("one-GPU emulation") != std::string::npos);
   spec.quant.outliers = 3;  // invalid, not merely unsupported
   BOOST_TEST((can_implement(spec, 2).code() == StatusCode::kInvalidArgument));
 }

@@ -2,13 +2,14 @@
 // x', every rank's compensator state and the report, over several consecutive calls with the state
 // carried, across bit widths 2..8, quantizers, group sizes, compensator and residual modes, state
 // types, dtypes, P = 1..8, awkward sizes, the exact path at its boundary, backward scaling,
-// non-finite inputs and values near the fp16 parameter limit; in place, on unaligned rows and
-// replayed from a CUDA graph; host memory is refused (the other argument checks need no GPU:
-// test_emulate_args.cpp).
+// non-finite inputs and values near the fp16 parameter limit, wide groups and the Hadamard rotation
+// (docs/numerics.md 2.4, 2.6); in place, on unaligned rows and replayed from a CUDA graph; host
+// memory is refused (the other argument checks need no GPU: test_emulate_args.cpp).
 #include <boost/test/unit_test.hpp>
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -42,6 +43,10 @@ struct Case {
   std::size_t shift = 0;      // parts and out start this many elements into their allocations
   bool in_place = false;      // out is rank 0's row of parts
   bool compensated = true;    // also compare x'
+  OverflowGroups overflow = OverflowGroups::kPoison;
+  Rotation rotation = Rotation::kNone;
+  bool eta_one = false;       // compensator gain 1 instead of the default
+  bool wide_values = false;   // groups at and past the fp16 scale limit, magnitudes up to 1e37
 };
 
 AllReduceSpec spec_of(const Case& c) {
@@ -55,6 +60,9 @@ AllReduceSpec spec_of(const Case& c) {
   s.compensator.mode = c.mode;
   s.compensator.residual = c.residual;
   s.compensator.state_dtype = c.state_dtype;
+  if (c.eta_one) s.compensator.eta = 1.0f;
+  s.quant.overflow = c.overflow;
+  s.quant.rotation = c.rotation;
   return s;
 }
 
@@ -63,6 +71,8 @@ std::string describe(const Case& c, std::size_t n, int pass, int call) {
          compensator_mode_name(c.mode) + "/" + residual_mode_name(c.residual) + "/" + dtype_name(c.state_dtype) + " " +
          dtype_name(c.dtype) + " P" + std::to_string(c.ranks) + " " + direction_name(c.direction) + " exact<=" +
          std::to_string(c.exact_max_count) + (c.specials ? " specials" : "") + (c.in_place ? " in-place" : "") +
+         " overflow-groups " + overflow_groups_name(c.overflow) + " rotation " + rotation_name(c.rotation) +
+         (c.eta_one ? " eta 1" : "") + (c.wide_values ? " wide values" : "") +
          " shift " + std::to_string(c.shift) + " n=" + std::to_string(n) + " pass " + std::to_string(pass) +
          " call " + std::to_string(call);
 }
@@ -88,6 +98,37 @@ std::string hex(float v) {
   return buf;
 }
 
+// The fp16 scale limit of a group's range at `bits` bits: 65504 * (2^b - 1) (the boundary of
+// tests/reference/test_transport_options.cpp, suite wide_groups, at every width).
+float fp16_scale_limit_range(int bits) { return 65504.0f * static_cast<float>((1 << bits) - 1); }
+
+// Wide-group inputs (c.wide_values): group m of the message is scaled to magnitudes up to 10^(m mod
+// 38) (10^(m mod 35) with the rotation, whose butterflies sum g values: docs/numerics.md 2.6), and
+// every 7th group
+// holds, at its first element, the range at the fp16 scale limit, the next float above it, or 0.1%
+// below or above (rounded to the dtype), beside a 1.
+void add_wide_values(const Case& c, std::size_t n, int call, int r, std::vector<float>& x) {
+  if (c.dtype == DType::kFloat16) return;  // fp16 holds no value past 65504
+  const std::size_t g = static_cast<std::size_t>(c.group);
+  const int decades = c.rotation == Rotation::kHadamard ? 35 : 38;
+  const float limit = fp16_scale_limit_range(c.bits);
+  const float tops[] = {limit, std::nextafter(limit, std::numeric_limits<float>::infinity()), limit * 0.999f,
+                        limit * 1.001f};
+  for (std::size_t m = 0; m * g < n; ++m) {
+    const std::size_t begin = m * g;
+    const std::size_t end = std::min(n, begin + g);
+    if (m % 7 == 3) {
+      for (std::size_t i = begin; i < end; ++i) x[i] = 0.0f;
+      x[begin] = round_to_dtype(tops[(m / 7 + static_cast<std::size_t>(call + r)) % 4], c.dtype);
+      if (begin + 4 < end) x[begin + 4] = 1.0f;
+      continue;
+    }
+    // The generator's values stay below about 2^14 in magnitude: below 10^e after the scaling.
+    const float f = std::pow(10.0f, static_cast<float>(m % static_cast<std::size_t>(decades))) * 0x1p-14f;
+    for (std::size_t i = begin; i < end; ++i) x[i] = round_to_dtype(x[i] * f, c.dtype);
+  }
+}
+
 // Rank r's contribution to one call: the shared generator's groups (every quantizer branch), and
 // with specials NaNs (canonical and with a negative payload), +-Inf, values at the dtype's range
 // and groups whose fp16 scale lands just below or above 65504 for the bit width.
@@ -99,6 +140,7 @@ std::vector<float> make_part(const Case& c, std::size_t n, int pass, int call, i
   // One positive value on every rank (the generator may draw an all-zero message when n is
   // small), so the sum, and hence some output element, is non-zero.
   x[n / 2] = round_to_dtype(0.75f * static_cast<float>(r + 1) * c.magnitude, c.dtype);
+  if (c.wide_values) add_wide_values(c, n, call, r, x);
   if (!c.specials) return x;
   const float inf = std::numeric_limits<float>::infinity();
   const float quiet = std::numeric_limits<float>::quiet_NaN();
@@ -255,6 +297,19 @@ void check_call(const Case& c, Rig& rig, Direction d, std::vector<CompensatorSta
                             std::to_string(out[at]) + ") reference " + hex(out_ref[0][at]) + " (" +
                             std::to_string(out_ref[0][at]) + ")");
   BOOST_REQUIRE(test::nans_are_canonical(out));
+  if (c.overflow == OverflowGroups::kWide && !c.specials) {
+    // Finite in, finite out (docs/numerics.md 2.4): no input here brings a sum near FLT_MAX. And the
+    // reference delivers the same bits to every rank.
+    for (std::size_t i = 0; i < n; ++i) {
+      BOOST_REQUIRE_MESSAGE(std::isfinite(out[i]), what + ": output " + std::to_string(i) + " is not finite");
+    }
+    BOOST_CHECK_MESSAGE(rep_ref.poisoned_groups == 0, what + ": the reference poisoned a finite group");
+    for (int r = 1; r < P; ++r) {
+      BOOST_REQUIRE_MESSAGE(bits_equal(out_ref[r].data(), out_ref[0].data(), n, &at),
+                            what + ": the reference's rank " + std::to_string(r) + " differs from rank 0 at " +
+                                std::to_string(at));
+    }
+  }
   // A call that wrote nothing (or zeros) cannot pass: some output is non-zero.
   std::size_t nonzero = 0;
   for (float v : out) nonzero += v != 0.0f ? 1 : 0;
@@ -493,6 +548,68 @@ BOOST_AUTO_TEST_CASE(in_place_and_unaligned) {
   }
 }
 
+// Wide groups (docs/numerics.md 2.4) and the Hadamard rotation (2.6), each alone and together: 4 and
+// 8 bits, groups 16 to 1024 (rotation butterflies inside a thread, between lanes, between warps),
+// compensator off and dual with the global and the local residual (gain 1), forward and backward
+// calls alternating, every dtype, P = 2, 4, 8, counts that end in a partial group (not rotated)
+// and one of whole groups; some with NaN, +-Inf and the fp16-limit groups of `specials`.
+BOOST_AUTO_TEST_CASE(wide_groups_and_rotation) {
+  if (!have_gpu()) return;
+  const CompConfig comps[] = {{CompensatorMode::kOff, ResidualMode::kGlobal, DType::kFloat32},
+                              {CompensatorMode::kDual, ResidualMode::kGlobal, DType::kFloat32},
+                              {CompensatorMode::kDual, ResidualMode::kLocal, DType::kFloat32},
+                              {CompensatorMode::kDual, ResidualMode::kLocal, DType::kBFloat16}};
+  const int ranks[] = {2, 4, 8};
+  int i = 0;
+  for (int option = 0; option < 3; ++option) {
+    for (int bits : {4, 8}) {
+      for (int group : {16, 64, 128, 256, 1024}) {
+        for (const CompConfig& k : comps) {
+          Case c = with_comp({}, k);
+          c.overflow = option != 1 ? OverflowGroups::kWide : OverflowGroups::kPoison;
+          c.rotation = option != 0 ? Rotation::kHadamard : Rotation::kNone;
+          c.eta_one = k.residual == ResidualMode::kLocal;
+          c.bits = bits;
+          c.group = group;
+          c.kind = kKinds[i % 3];
+          c.dtype = kDTypes[i % 3];
+          c.ranks = ranks[i % 3];
+          c.specials = i % 5 == 4;
+          const std::size_t whole = static_cast<std::size_t>(group) * 8 * static_cast<std::size_t>(c.ranks);
+          check_case(c, {whole + 37, whole}, 1, 4, true);
+          ++i;
+        }
+      }
+    }
+  }
+}
+
+// Wide groups keep finite inputs finite (docs/numerics.md 2.4): groups at and just past the fp16
+// scale limit and magnitudes up to 1e37, every output finite and bit for bit the reference's (which
+// is rank-identical), with and without the rotation, every bit width's limit.
+BOOST_AUTO_TEST_CASE(wide_groups_keep_finite_inputs_finite) {
+  if (!have_gpu()) return;
+  int i = 0;
+  for (Rotation rot : {Rotation::kNone, Rotation::kHadamard}) {
+    for (int bits : {2, 4, 8}) {
+      for (int group : {64, 128, 256}) {
+        Case c = with_comp({}, kCompConfigs[i % 2 ? 1 : 5]);
+        c.overflow = OverflowGroups::kWide;
+        c.rotation = rot;
+        c.wide_values = true;
+        c.eta_one = true;
+        c.bits = bits;
+        c.group = group;
+        c.kind = kKinds[i % 3];
+        c.dtype = i % 2 ? DType::kBFloat16 : DType::kFloat32;
+        c.ranks = 2 << (i % 3);
+        check_case(c, {static_cast<std::size_t>(group) * 40 + 19}, 1, 4, true);
+        ++i;
+      }
+    }
+  }
+}
+
 // Large enough for many blocks at every group size and P = 4 and 8 (the speed configuration).
 BOOST_AUTO_TEST_CASE(larger_messages) {
   if (!have_gpu()) return;
@@ -504,6 +621,11 @@ BOOST_AUTO_TEST_CASE(larger_messages) {
   c.group = 1024;
   c.dtype = DType::kFloat16;
   check_case(c, {(1 << 19) + 77}, 1, 2);
+  c = with_comp({}, kCompConfigs[5]);
+  c.ranks = 4;
+  c.rotation = Rotation::kHadamard;
+  c.overflow = OverflowGroups::kWide;
+  check_case(c, {(1 << 20) + 5}, 1, 3);
 }
 
 // A small sweep that reaches every block-level path (groups inside a warp and across warps, the
@@ -521,6 +643,11 @@ BOOST_AUTO_TEST_CASE(small_sweep_for_sanitizers) {
         c.dtype = kDTypes[i % 3];
         c.direction = i % 2 ? Direction::kBackward : Direction::kForward;
         c.specials = i % 3 == 0;
+        // Every other case with the rotation (its shuffles and cross-warp exchanges) and wide groups.
+        if (i % 2 == 1) {
+          c.rotation = Rotation::kHadamard;
+          c.overflow = OverflowGroups::kWide;
+        }
         check_case(c, {3001}, 1, 2);
         ++i;
       }

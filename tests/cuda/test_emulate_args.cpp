@@ -70,6 +70,17 @@ BOOST_AUTO_TEST_CASE(arguments_are_checked) {
   a.spec.compensator.eta = 2.0f;
   a.spec.compensator.mode = CompensatorMode::kSingle;
   refused(a, StatusCode::kInvalidArgument, "eta must be in [0, 1]");
+  // Wide groups and the Hadamard rotation are served (the next check, count, is what refuses
+  // here); outliers sent exactly are refused as unsupported.
+  a = good;
+  a.spec.quant.overflow = OverflowGroups::kWide;
+  a.spec.quant.rotation = Rotation::kHadamard;
+  a.count = 0;
+  refused(a, StatusCode::kInvalidArgument, "count must be >= 1");
+  a.spec.quant.outliers = 1;
+  refused(a, StatusCode::kUnsupported, "outliers sent exactly are implemented by the CPU reference only");
+  a.spec.quant.outliers = 3;  // invalid, not merely unsupported
+  refused(a, StatusCode::kInvalidArgument, "outliers");
   // The state's size follows the compensator: none off, m1 alone single, m1 and m2 dual; bf16
   // averages take half.
   AllReduceSpec s;

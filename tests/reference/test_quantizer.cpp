@@ -293,3 +293,40 @@ BOOST_AUTO_TEST_CASE(group_map_from_fields_rebuilds_the_fp16_map) {
   }
   BOOST_TEST(checked == 3 * 7 * 12);
 }
+
+// With wide groups asked for, the fields of a wide map (flagged bf16 scale) rebuild the wide map,
+// and the fields of every other map rebuild it unchanged; without, the flag is not looked at.
+BOOST_AUTO_TEST_CASE(group_map_from_fields_rebuilds_the_wide_map) {
+  const float ranges[][2] = {{-1.0f, 2.0f}, {-65504.0f * 15.0f, 1.0f}, {1e6f, 3e7f}, {-3e38f, 3e38f},
+                             {-2e30f, -1e30f}, {0.0f, 1e37f}, {5e9f, 5e9f}};
+  int wide_maps = 0;
+  for (const QuantizerKind kind : kKinds) {
+    for (int bits = 2; bits <= 8; ++bits) {
+      const numerics::QuantParams q{bits, kind, false, true};
+      for (const auto& r : ranges) {
+        const numerics::GroupMap want = numerics::make_group_map(q, r[0], r[1], true);
+        const numerics::GroupMap got = numerics::group_map_from_fields(q, want.scale, want.zero_point, want.recip);
+        BOOST_TEST_CONTEXT("bits " << bits << ", kind " << static_cast<int>(kind) << ", range [" << r[0] << ", "
+                                   << r[1] << "]") {
+          BOOST_TEST(!want.poisoned);
+          BOOST_TEST(got.poisoned == want.poisoned);
+          BOOST_TEST(got.wide == want.wide);
+          BOOST_TEST(got.scale == want.scale);
+          BOOST_TEST(got.zero_point == want.zero_point);
+          BOOST_TEST(numerics::float_to_bits(got.wide_scale) == numerics::float_to_bits(want.wide_scale));
+          BOOST_TEST(numerics::float_to_bits(got.recip) == numerics::float_to_bits(want.recip));
+          BOOST_TEST(numerics::float_to_bits(got.zero_add) == numerics::float_to_bits(want.zero_add));
+          BOOST_TEST(numerics::float_to_bits(got.clip_lo) == numerics::float_to_bits(want.clip_lo));
+          BOOST_TEST(numerics::float_to_bits(got.clip_hi) == numerics::float_to_bits(want.clip_hi));
+          BOOST_TEST(numerics::float_to_bits(got.code_shift) == numerics::float_to_bits(want.code_shift));
+          if (want.wide) {
+            ++wide_maps;
+            const numerics::QuantParams plain{bits, kind};
+            BOOST_TEST(!numerics::group_map_from_fields(plain, want.scale, want.zero_point, want.recip).wide);
+          }
+        }
+      }
+    }
+  }
+  BOOST_TEST(wide_maps >= 3 * 7 * 4);
+}

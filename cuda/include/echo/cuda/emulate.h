@@ -7,7 +7,8 @@
 // every rank, so one [n] buffer), the compensator update of every rank, the exact small-message
 // path, backward scaling and the non-finite policy. Every configuration the reference accepts is
 // served (bits 2..8, every quantizer and group size, compensator and residual modes, state types,
-// P = 1..8), the owner algorithm only.
+// P = 1..8, wide groups and the Hadamard rotation of docs/numerics.md 2.4 and 2.6), the owner
+// algorithm only; outliers sent exactly (2.5) are refused.
 //
 //   EmulateArguments args;                         // spec, ranks, count, buffers
 //   emulate_can_implement(args)                    // what is wrong with them, or Ok
@@ -69,7 +70,8 @@ Status emulate_reset_state(void* state, std::size_t state_bytes, cudaStream_t st
 
 // kInvalidArgument naming what is wrong (spec, ranks, count, a null or misaligned buffer, a state
 // too small, overlapping buffers, a buffer that is not device memory of the current device),
-// kUnsupported for the ring algorithm; Ok when emulate_allreduce can run the call.
+// kUnsupported for the ring algorithm and for outliers sent exactly; Ok when emulate_allreduce can
+// run the call.
 Status emulate_can_implement(const EmulateArguments& args);
 
 // One call on `stream`: enqueues and returns. Checks the arguments as emulate_can_implement does,

@@ -155,8 +155,8 @@ ECHO_HOST_DEVICE_INLINE GroupMap make_wide_group_map(const QuantParams& q, float
 
 // The group map with an fp16 scale of a group whose values span [mn, mx] (finite: no value is NaN
 // or Inf), docs/numerics.md 2.2 (asymmetric) and 2.3 (symmetric); a scale past fp16 poisons the
-// group. The CUDA kernels call this one: they implement no wide map (can_implement refuses it), and
-// its branch would cost their hot loops registers.
+// group. The CUDA kernels' default path calls this one (the wide branch would cost their hot loops
+// registers); the emulation's options variant calls make_group_map.
 ECHO_HOST_DEVICE_INLINE GroupMap make_fp16_group_map(const QuantParams& q, float mn, float mx, bool finite) {
   GroupMap map = poisoned_group_map();
   if (!finite) return map;
@@ -184,9 +184,20 @@ ECHO_HOST_DEVICE_INLINE GroupMap make_fp16_group_map(const QuantParams& q, float
   return map;
 }
 
-// The fp16 map rebuilt from its per-group fields (scale and zero-point bits, reciprocal; the rest
-// follows from q): equal to make_fp16_group_map's, for kernels that compute a group's map in one
-// lane and hand it to the others (a poisoned map's scale is kCanonicalNaNHalf, no finite scale is).
+// Whether a scale field holds a wide group's bf16 scale (bit 15 set: an fp16 scale is never
+// negative, and the poison NaN 0x7E00 is positive).
+ECHO_HOST_DEVICE bool is_wide_scale_field(std::uint16_t field) { return (field & kWideScaleFlag) != 0; }
+
+// The wide scale's value (its bf16 bits are the field without the flag).
+ECHO_HOST_DEVICE float wide_scale_of_field(std::uint16_t field) {
+  return bf16_bits_to_float(static_cast<std::uint16_t>(field & ~kWideScaleFlag));
+}
+
+// The map rebuilt from its per-group fields (scale and zero-point bits, reciprocal; the rest
+// follows from q): equal to make_group_map's, for kernels that compute a group's map in one lane
+// and hand it to the others (a poisoned map's scale is kCanonicalNaNHalf, no finite scale is). The
+// wide flag is looked at only when q.wide_scale asks for wide groups, so a caller with the default
+// spec (wide_scale false at compile time) compiles to the fp16 map alone.
 ECHO_HOST_DEVICE_INLINE GroupMap group_map_from_fields(const QuantParams& q, std::uint16_t scale,
                                                        std::uint16_t zero_point, float recip) {
   GroupMap map = poisoned_group_map();
@@ -195,6 +206,10 @@ ECHO_HOST_DEVICE_INLINE GroupMap group_map_from_fields(const QuantParams& q, std
   map.scale = scale;
   map.zero_point = zero_point;
   map.recip = recip;
+  if (q.wide_scale && is_wide_scale_field(scale)) {
+    map.wide = true;
+    map.wide_scale = wide_scale_of_field(scale);
+  }
   set_clamp_fields(q, map);
   return map;
 }
@@ -231,15 +246,6 @@ ECHO_HOST_DEVICE std::uint32_t encode_bits_wide(const GroupMap& m, float magic, 
   t = add_rn(t, m.zero_add);
   t = min_of(max_of(t, m.clip_lo), m.clip_hi);
   return float_to_bits(add_rn(t, magic));
-}
-
-// Whether a scale field holds a wide group's bf16 scale (bit 15 set: an fp16 scale is never
-// negative, and the poison NaN 0x7E00 is positive).
-ECHO_HOST_DEVICE bool is_wide_scale_field(std::uint16_t field) { return (field & kWideScaleFlag) != 0; }
-
-// The wide scale's value (its bf16 bits are the field without the flag).
-ECHO_HOST_DEVICE float wide_scale_of_field(std::uint16_t field) {
-  return bf16_bits_to_float(static_cast<std::uint16_t>(field & ~kWideScaleFlag));
 }
 
 // x^ of a wide group: fp32( fp32(s * fp32(float(q) - z)) * 2 ), the halving undone exactly.

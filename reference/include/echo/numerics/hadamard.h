@@ -32,18 +32,28 @@ ECHO_HOST_DEVICE int log2_of_power_of_two(int g) {
 // The unnormalised Walsh-Hadamard butterflies in place: for h = 1, 2, 4, ..., g/2, for every block
 // start i (a multiple of 2h) and j in [i, i + h): (x[j], x[j + h]) = (fp32(x[j] + x[j + h]),
 // fp32(x[j] - x[j + h])).
+// One butterfly on the pair (lower, upper) = (x[j], x[j + h]): the new lower value is
+// fp32(lower + upper), the new upper one fp32(lower - upper). Kernels that hold the two elements in
+// different threads call the halves.
+ECHO_HOST_DEVICE float butterfly_lower(float lower, float upper) { return add_rn(lower, upper); }
+ECHO_HOST_DEVICE float butterfly_upper(float lower, float upper) { return sub_rn(lower, upper); }
+
 ECHO_HOST_DEVICE_INLINE void hadamard_butterflies(float* x, int g) {
   for (int h = 1; h < g; h *= 2) {
     for (int i = 0; i < g; i += 2 * h) {
       for (int j = i; j < i + h; ++j) {
         const float a = x[j];
         const float b = x[j + h];
-        x[j] = add_rn(a, b);
-        x[j + h] = sub_rn(a, b);
+        x[j] = butterfly_lower(a, b);
+        x[j + h] = butterfly_upper(a, b);
       }
     }
   }
 }
+
+// The normalisations: forward 2^-ceil(log2(g) / 2), inverse 2^-floor(log2(g) / 2) (product 1 / g).
+ECHO_HOST_DEVICE float hadamard_forward_factor(int g) { return pow2(-((log2_of_power_of_two(g) + 1) / 2)); }
+ECHO_HOST_DEVICE float hadamard_inverse_factor(int g) { return pow2(-(log2_of_power_of_two(g) / 2)); }
 
 // Forward: negate the flagged elements (exact), butterflies, multiply by 2^-ceil(log2(g) / 2).
 ECHO_HOST_DEVICE_INLINE void rotate_group(float* x, int g) {
@@ -51,8 +61,7 @@ ECHO_HOST_DEVICE_INLINE void rotate_group(float* x, int g) {
     if (hadamard_sign_negative(static_cast<std::uint32_t>(e))) x[e] = -x[e];
   }
   hadamard_butterflies(x, g);
-  const int l = log2_of_power_of_two(g);
-  const float f = pow2(-((l + 1) / 2));
+  const float f = hadamard_forward_factor(g);
   for (int e = 0; e < g; ++e) x[e] = mul_rn(x[e], f);
 }
 
@@ -60,8 +69,7 @@ ECHO_HOST_DEVICE_INLINE void rotate_group(float* x, int g) {
 // so inverse(forward(x)) = x in exact arithmetic.
 ECHO_HOST_DEVICE_INLINE void unrotate_group(float* x, int g) {
   hadamard_butterflies(x, g);
-  const int l = log2_of_power_of_two(g);
-  const float f = pow2(-(l / 2));
+  const float f = hadamard_inverse_factor(g);
   for (int e = 0; e < g; ++e) {
     const float v = mul_rn(x[e], f);
     x[e] = hadamard_sign_negative(static_cast<std::uint32_t>(e)) ? -v : v;

@@ -61,6 +61,7 @@ CallArgs call_args(const Communicator& comm, const Plan& plan, std::size_t count
   a.bits = spec.quant.bits;
   a.group = spec.quant.group;
   a.kind = spec.quant.kind;
+  a.wide_groups = spec.quant.overflow == OverflowGroups::kWide;
   a.count = count;
   a.in = in;
   a.out = out;

@@ -16,17 +16,13 @@ Status can_implement(const AllReduceSpec& spec, int ranks) {
                                                 algorithm_name(spec.algorithm));
   }
   // The transport options of docs/numerics.md 2.4-2.6 are specified and implemented in the CPU
-  // reference; the kernels implement the default of each (poisoned overflow groups).
+  // reference; the kernels implement both overflow modes (poisoned or wide groups, 2.4) and the
+  // default of the others.
   const QuantSpec& q = spec.quant;
   if (q.outliers != 0) {
     return Status(StatusCode::kUnsupported,
                   "the CUDA path implements outliers 0 only (outliers sent exactly are CPU reference "
                   "only), got " + std::to_string(q.outliers));
-  }
-  if (q.overflow != OverflowGroups::kPoison) {
-    return Status(StatusCode::kUnsupported,
-                  std::string("the CUDA path implements overflow-groups poison only (wide groups are CPU "
-                              "reference only), got ") + overflow_groups_name(q.overflow));
   }
   if (q.rotation != Rotation::kNone) {
     return Status(StatusCode::kUnsupported,

@@ -103,6 +103,7 @@ struct CallArgs {
   int bits;
   int group;
   QuantizerKind kind;
+  bool wide_groups;  // QuantSpec::overflow == kWide: finite groups past the fp16 scale take the wide map
   std::size_t count;
   const void* in;
   void* out;

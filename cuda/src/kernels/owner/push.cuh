@@ -58,10 +58,14 @@ __device__ __forceinline__ void OwnerStages<V>::push_tile(int dest, int tile, co
     const GroupStats st = group_stats<E>(xs, g.valid, lm.lanes_per_group);
     if (!g.active) continue;
     const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
+    const std::size_t lg = g.grp - seg_first - a.round_group_begin;  // group index in the slot
+    if (takes_wide_map(map, st, a.wide_groups)) {
+      push_wide_lane<LEAN>(c, g, st, lg, slot, x, xs, m1, m2);
+      continue;
+    }
     unsigned bits[E];
     Codes codes;
     quantize_lane(map, xs, g.valid, bits, codes);
-    const std::size_t lg = g.grp - seg_first - a.round_group_begin;  // group index in the slot
     codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
     if (lm.lane_in_group == 0) store_params(params, lg, symmetric, map);
     if (COMP && c.residual == ResidualMode::kLocal) {
@@ -83,6 +87,36 @@ __device__ __forceinline__ void OwnerStages<V>::push_tile(int dest, int tile, co
   if (a.nccl) return;  // ordered by the stream and the following ncclSend
   // Publish the tile to its owner (release after the barrier covers every thread's stores).
   block_post_flag(flag_at(a.peer_base[dest], a.layout.push_flags_offset, a.rank, tile), epoch);
+}
+
+// Push of a lane whose finite group is past the fp16 scale range under overflow-groups wide
+// (docs/numerics.md 2.4): the loop body above with the wide map, its encoding and its decoding, in
+// the same order. A function of its own so that the common loop carries none of it.
+template <class V>
+template <bool LEAN>
+__device__ __forceinline__ void OwnerStages<V>::push_wide_lane(const CompensatorArgs& c, const LaneGroup& g,
+                                                               const GroupStats& st, std::size_t lg,
+                                                               unsigned char* slot, const float (&x)[E],
+                                                               const float (&xs)[E], float (&m1)[E],
+                                                               float (&m2)[E]) const {
+  const GroupMap map = make_wide_group_map(QuantParams{BITS, a.kind}, st.mn, st.mx);
+  Codes codes;
+  quantize_lane_wide(map, xs, g.valid, codes);
+  codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
+  if (lm.lane_in_group == 0) store_params(slot + a.codes_bytes, lg, symmetric, map);
+  if (COMP && c.residual == ResidualMode::kLocal) {
+    float q[E];
+    codes.code_values(q);
+    float u[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+      float v = map.poisoned ? poisoned_value() : decode_wide_value(map, q[k]);
+      if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);
+      u[k] = numerics::local_residual(x[k], v);
+    }
+    update_state<E>(c, u, m1, m2);
+    store_state<E>(c, g.e0, g.valid, m1, m2);
+  }
 }
 
 }  // namespace owner_detail

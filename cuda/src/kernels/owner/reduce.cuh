@@ -50,9 +50,12 @@ __device__ __forceinline__ void OwnerStages<V>::sum_copies(const LaneGroup& g, s
       if (!g.active) continue;
       const DecodeParams dp = params_of_word(pw[j], symmetric, BITS);
       if (dp.s != dp.s) {
-        const float nan = poisoned_value();
+        // A poisoned copy (NaN) or a wide group's (docs/numerics.md 2.4).
+        float q[E], v[E];
+        cw[j].code_values(q);
+        decode_special_lane<E>(pw[j], symmetric, BITS, q, v);
 #pragma unroll
-        for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], nan);
+        for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], v[k]);
       } else {
         float q[E];
         cw[j].code_values(q);
@@ -118,6 +121,10 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     if (!g.active) continue;
     // Gather: quantize the sum once and send the same codes to every peer.
     const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
+    if (takes_wide_map(map, st, a.wide_groups)) {
+      reduce_wide_lane<LEAN>(c, g, st, lg, acc, m1, m2);
+      continue;
+    }
     if (map.poisoned && lm.lane_in_group == 0) ++poisoned;
     unsigned bits[E];
     Codes codes;
@@ -173,6 +180,45 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     store_release_sys(flag_at(a.peer_base[peer], a.layout.gather_flags_offset, a.rank, tile), epoch);
   }
   return true;
+}
+
+// Gather of a lane whose finite sum is past the fp16 scale range under overflow-groups wide
+// (docs/numerics.md 2.4): reduce_tile's gather with the wide map, its encoding and its decoding, in
+// the same order (the group is not poisoned, so it is not counted). A function of its own so that
+// the common loop carries none of it.
+template <class V>
+template <bool LEAN>
+__device__ __forceinline__ void OwnerStages<V>::reduce_wide_lane(const CompensatorArgs& c, const LaneGroup& g,
+                                                                 const GroupStats& st, std::size_t lg,
+                                                                 const float (&acc)[E], float (&m1)[E],
+                                                                 float (&m2)[E]) const {
+  const GroupMap map = make_wide_group_map(QuantParams{BITS, a.kind}, st.mn, st.mx);
+  Codes codes;
+  quantize_lane_wide(map, acc, g.valid, codes);
+  for (int r = a.nccl ? 0 : 1; r < (a.nccl ? 1 : a.ranks); ++r) {
+    const int peer = a.rank + r < a.ranks ? a.rank + r : a.rank + r - a.ranks;
+    unsigned char* slot = reinterpret_cast<unsigned char*>(a.peer_base[peer]) + a.layout.gather_offset +
+                          static_cast<std::size_t>(a.rank) * a.layout.slot_bytes;
+    codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
+    if (lm.lane_in_group == 0) store_params(slot + a.codes_bytes, lg, symmetric, map);
+  }
+  // The owner's output from the very codes it sent; a wide value past FLT_MAX is +-Inf, not NaN.
+  float q[E], y[E];
+  codes.code_values(q);
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    float v = map.poisoned ? poisoned_value() : decode_wide_value(map, q[k]);
+    if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);
+    y[k] = (COMP && c.residual == ResidualMode::kLocal) ? round_to<D>(v) : v;
+  }
+  store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
+  if (COMP && c.residual == ResidualMode::kLocal) {
+    float u[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
+    update_state<E>(c, u, m1, m2);
+    store_state<E>(c, g.e0, g.valid, m1, m2);
+  }
 }
 
 }  // namespace owner_detail

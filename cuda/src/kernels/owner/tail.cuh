@@ -99,9 +99,15 @@ __device__ __forceinline__ void OwnerStages<V>::tail_loop(const LaneMap<kTailE>&
     const DecodeParams dp = params_of_word(word, symmetric, BITS);
     float y[kTailE];
     if (dp.s != dp.s) {
-      // Poisoned group: every element is NaN, stored as the canonical one.
+      // Poisoned group: every element is NaN, stored as the canonical one; or a wide group
+      // (docs/numerics.md 2.4), decoded from its bf16 scale.
+      float q[kTailE];
+      c.code_values(q);
+      decode_special_lane<kTailE>(word, symmetric, BITS, q, y);
+      if (!LEAN && a.backward) {
 #pragma unroll
-      for (int k = 0; k < kTailE; ++k) y[k] = poisoned_value();
+        for (int k = 0; k < kTailE; ++k) y[k] = __fmul_rn(y[k], sc.unscale);
+      }
       store_elems<D, kTailE>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
     } else {
       float q[kTailE];

@@ -17,9 +17,11 @@
 #            and 8 x compensator off, dual, dual-bf16, global, global-bf16; PROBE_ROWS overrides,
 #            ';'-separated argument lists); per row and stage the best time of each tree, and FAIL
 #            where this tree's is more than AB_LIMIT (default 1.02) times the older tree's. A sixth
-#            argument picks the transport (plain, wide: overflow-groups wide, docs/numerics.md 2.4);
-#            an older probe ignores it, so a wide row times this tree's wide against the older plain
-#            one. PROBE_ROWS=wide adds the wide rows (4 and 8 bits x off, dual, dual-bf16) to the default ones
+#            argument picks the transport (plain, wide, hadamard, wide-hadamard: docs/numerics.md
+#            2.4, 2.6); an older probe ignores it, so such a row times this tree's option against
+#            the older tree's plain transport. PROBE_ROWS=options adds wide and hadamard rows (4 and
+#            8 bits x off, dual, dual-bf16) to the default ones (a hadamard row is expected to FAIL
+#            the limit: it is the rotation's cost, read from the table)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/nccl_env.sh"
@@ -108,15 +110,17 @@ stage_ab() {
   local new=$build/bin/echo_cuda_stage_probe old=$old_build/bin/echo_cuda_stage_probe
   [[ -x $new && -x $old ]] || { note "ab: a stage probe is missing ($new, $old)"; status=1; return; }
   local rows=() row pass side exe
-  if [[ -n ${PROBE_ROWS:-} && ${PROBE_ROWS} != wide ]]; then
+  if [[ -n ${PROBE_ROWS:-} && ${PROBE_ROWS} != options ]]; then
     IFS=';' read -ra rows <<<"$PROBE_ROWS"
   else
     for bits in 4 8; do
       for comp in off dual dual-bf16 global global-bf16; do rows+=("536870912 4 $bits $comp"); done
     done
-    if [[ ${PROBE_ROWS:-} == wide ]]; then
-      for bits in 4 8; do
-        for comp in off dual dual-bf16; do rows+=("536870912 4 $bits $comp 0 wide"); done
+    if [[ ${PROBE_ROWS:-} == options ]]; then
+      for transport in wide hadamard; do
+        for bits in 4 8; do
+          for comp in off dual dual-bf16; do rows+=("536870912 4 $bits $comp 0 $transport"); done
+        done
       done
     fi
   fi

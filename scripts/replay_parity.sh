@@ -7,7 +7,7 @@
 # P = 3, n = 8973; P = 8, n = 1015: sizes that are no multiple of the group; ranks share the GPUs
 # when there are fewer). Configurations cover every quantizer,
 # bit width, compensator mode, residual mode, dtype and state dtype, and the exact small-message
-# path. The wide configurations (--overflow-groups wide, docs/numerics.md 2.4) run on a trace
+# path, and the Hadamard rotation (--rotation hadamard, docs/numerics.md 2.6). The wide configurations (--overflow-groups wide, docs/numerics.md 2.4) run on a trace
 # whose sites reach 1e35 (write_example_trace.py --magnitudes: groups far past the fp16 scale
 # limit, P = 4, n = 1515) and on the bundled one. Needs Python with h5py and numpy (trace writing
 # and the comparison).
@@ -51,6 +51,9 @@ configs=(
   "--quantizer zero-aware --bits 4 --compensator dual --residual local --state-dtype bf16 --dtype fp16"
   "--quantizer zero-aware --bits 4 --compensator dual --exact-max-count 4096 --dtype bf16"
   "--quantizer zero-aware --bits 8 --compensator dual --residual local --exact-max-count 100000 --dtype fp32"
+  "--rotation hadamard --quantizer zero-aware --bits 4 --compensator dual --residual local --dtype bf16"
+  "--rotation hadamard --quantizer symmetric --bits 8 --compensator single --dtype fp32"
+  "--rotation hadamard --quantizer naive --bits 4 --compensator off --dtype fp16"
 )
 
 # Wide groups: on the trace with huge values (every configuration would poison groups there
@@ -62,6 +65,9 @@ wide_configs=(
   "--overflow-groups wide --quantizer naive --bits 8 --compensator off --dtype bf16"
   "--overflow-groups wide --quantizer zero-aware --bits 4 --compensator single --residual local --state-dtype bf16 --dtype fp32"
 )
+# Wide groups with the rotation, on the bundled trace only (a rotation's butterflies overflow near
+# FLT_MAX / g, which the huge trace reaches).
+wide_rotation_config="--overflow-groups wide --rotation hadamard --quantizer zero-aware --bits 4 --compensator dual --residual local --dtype bf16"
 
 compare() {  # compare FILE_A FILE_B: prints "same" or where the first bits differ
   "$python" - "$1" "$2" <<'PY'
@@ -117,5 +123,6 @@ done
 for trace in "${wide_traces[@]}"; do
   for i in "${!wide_configs[@]}"; do run_config "$trace" "wide$i" "${wide_configs[$i]}"; done
 done
+run_config "$root/data/examples/synthetic_p4.h5" wide-rotation "$wide_rotation_config"
 echo "replay parity ($backend_a vs $backend_b): $((total - failed)) of $total configurations bitwise the same"
 (( failed == 0 ))

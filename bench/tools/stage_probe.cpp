@@ -6,9 +6,10 @@
 //   echo_cuda_stage_probe [elements] [ranks] [bits] [compensator] [tiles_per_wave] [transport]
 // compensator: off, dual (local residual, fp32 state), dual-bf16, global (global residual, fp32
 // state; also times the side-stream update kernel), global-bf16. The state is marked not fresh, so
-// the apply step runs as in every call after the first. transport: plain (the default) or wide
+// the apply step runs as in every call after the first. transport: plain (the default), wide
 // (overflow-groups wide, docs/numerics.md 2.4; the random input stays below the fp16 scale limit,
-// so this times what the option costs the common path).
+// so this times what the option costs the common path), hadamard (the rotation of 2.6) or
+// wide-hadamard (both).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -47,7 +48,7 @@ long long argument(int argc, char** argv, int i, long long fallback, long long l
     std::fprintf(stderr,
                  "echo_cuda_stage_probe: %s must be a whole number in [%lld, %lld], got '%s'\n"
                  "usage: echo_cuda_stage_probe [elements] [ranks] [bits 4|8] [compensator] [tiles_per_wave] "
-                 "[transport plain|wide]\n",
+                 "[transport plain|wide|hadamard|wide-hadamard]\n",
                  name, lo, hi, argv[i]);
     std::exit(2);
   }
@@ -72,8 +73,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string transport = argc > 6 ? argv[6] : "plain";
-  if (transport != "plain" && transport != "wide") {
-    std::fprintf(stderr, "echo_cuda_stage_probe: transport must be plain or wide, got '%s'\n", transport.c_str());
+  if (transport != "plain" && transport != "wide" && transport != "hadamard" && transport != "wide-hadamard") {
+    std::fprintf(stderr, "echo_cuda_stage_probe: transport must be plain, wide, hadamard or wide-hadamard, got '%s'\n",
+                 transport.c_str());
     return 2;
   }
   const Compensation cw = compensation_of(cs.mode, cs.residual);
@@ -109,7 +111,8 @@ int main(int argc, char** argv) {
   a.bits = bits;
   a.group = 128;
   a.kind = QuantizerKind::kZeroAware;
-  a.wide_groups = transport == "wide";
+  a.wide_groups = transport == "wide" || transport == "wide-hadamard";
+  a.rotation = transport == "hadamard" || transport == "wide-hadamard";
   a.count = n;
   a.in = in;
   a.out = out;

@@ -16,18 +16,13 @@ Status can_implement(const AllReduceSpec& spec, int ranks) {
                                                 algorithm_name(spec.algorithm));
   }
   // The transport options of docs/numerics.md 2.4-2.6 are specified and implemented in the CPU
-  // reference; the kernels implement both overflow modes (poisoned or wide groups, 2.4) and the
-  // default of the others.
+  // reference; the kernels implement both overflow modes (poisoned or wide groups, 2.4) and both
+  // rotations (2.6), not outliers sent exactly (2.5).
   const QuantSpec& q = spec.quant;
   if (q.outliers != 0) {
     return Status(StatusCode::kUnsupported,
                   "the CUDA path implements outliers 0 only (outliers sent exactly are CPU reference "
                   "only), got " + std::to_string(q.outliers));
-  }
-  if (q.rotation != Rotation::kNone) {
-    return Status(StatusCode::kUnsupported,
-                  std::string("the CUDA path implements rotation none only (the Hadamard rotation is CPU "
-                              "reference only), got ") + rotation_name(q.rotation));
   }
   return Status::Ok();
 }

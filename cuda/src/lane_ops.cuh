@@ -131,13 +131,17 @@ __device__ __forceinline__ unsigned load_param_word(const unsigned char* params,
   return __ldcg(reinterpret_cast<const unsigned*>(params) + lg);
 }
 
-// The library writes finite fp16 scales (below 0x7C00), the poison scale 0x7E00 (zero-point 0) or
-// a wide group's flagged bf16 scale (bit 15 set, docs/numerics.md 2.4). One unsigned comparison
-// sends the last two off the common path with s = NaN (decode_special_lane tells them apart); the
-// finite scales convert in hardware.
+// The library writes finite fp16 scales (below 0x7C00), the poison scale 0x7E00 (zero-point 0) and,
+// under overflow-groups wide (WIDE_FIELDS), a wide group's flagged bf16 scale (bit 15 set,
+// docs/numerics.md 2.4). A scale with an all-ones exponent, or with WIDE_FIELDS any field from
+// 0x7C00 up (one unsigned comparison), goes off the common path with s = NaN
+// (decode_special_lane tells poison and wide apart); the finite scales convert in hardware.
+template <bool WIDE_FIELDS = false>
 __device__ __forceinline__ DecodeParams params_of_word(unsigned w, bool symmetric, int bits) {
   const std::uint16_t s_bits = static_cast<std::uint16_t>(w & 0xFFFFu);
-  if (s_bits >= numerics::kHalfInfinityBits) return {poisoned_value(), 0.0f};
+  const bool special = WIDE_FIELDS ? s_bits >= numerics::kHalfInfinityBits
+                                   : (s_bits & numerics::kHalfExponentMask) == numerics::kHalfExponentMask;
+  if (special) return {poisoned_value(), 0.0f};
   const float s = half_bits_to_float(s_bits);
   if (symmetric) return {s, static_cast<float>(1 << (bits - 1))};
   return {s, half_bits_to_float(static_cast<std::uint16_t>(w >> 16))};

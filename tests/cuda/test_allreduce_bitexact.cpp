@@ -36,6 +36,8 @@ struct Case {
   std::size_t split_tail_min_count = cuda::kDefaultSplitTailMinCount;  // CommOptions::split_tail_min_count
   OverflowGroups overflow = OverflowGroups::kPoison;  // QuantSpec::overflow (docs/numerics.md 2.4)
   bool wide_values = false;  // test::make_wide_input: magnitudes to 1e37 and the fp16 scale boundary
+  Rotation rotation = Rotation::kNone;  // QuantSpec::rotation (docs/numerics.md 2.6)
+  int group = 128;                      // QuantSpec::group
 };
 
 // The largest finite value of a dtype.
@@ -73,7 +75,8 @@ std::string describe(const Case& c, std::size_t n, int pass, int site) {
   return std::string(quantizer_name(c.kind)) + " b" + std::to_string(c.bits) + " " +
          compensator_mode_name(c.mode) + "/" + residual_mode_name(c.residual) + " " + dtype_name(c.dtype) +
          " P" + std::to_string(c.ranks) + " " + direction_name(c.direction) +
-         (c.overflow == OverflowGroups::kWide ? " wide" : "") + (c.wide_values ? " (wide values)" : "") + " exact<=" +
+         (c.overflow == OverflowGroups::kWide ? " wide" : "") + (c.wide_values ? " (wide values)" : "") +
+         (c.rotation == Rotation::kHadamard ? " hadamard" : "") + " g" + std::to_string(c.group) + " exact<=" +
          std::to_string(c.exact_max_count) + (c.split_tail_min_count == 0 ? " split" : "") +
          " n=" + std::to_string(n) + " pass " + std::to_string(pass) +
          " site " + std::to_string(site);
@@ -104,6 +107,8 @@ void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes
   spec.compensator.residual = c.residual;
   spec.compensator.state_dtype = c.state_dtype;
   spec.quant.overflow = c.overflow;
+  spec.quant.rotation = c.rotation;
+  spec.quant.group = c.group;
   std::unique_ptr<cuda::HostGroup> group;
   const Status created = cuda::HostGroup::create(c.ranks, spec, &group, c.exact_capacity, c.split_tail_min_count);
   BOOST_REQUIRE_MESSAGE(created.ok(), created.message());
@@ -164,7 +169,8 @@ void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes
                                 describe(c, n, pass, site) + ": a NaN of rank " + std::to_string(r) +
                                     " is not the canonical one");
         }
-        if (c.wide_values && !c.specials) {
+        // (A rotation's butterflies may overflow near FLT_MAX / g: no finiteness promise there.)
+        if (c.wide_values && !c.specials && c.rotation == Rotation::kNone) {
           check_finite_and_rank_identical(in, out_gpu, c.dtype, describe(c, n, pass, site));
           BOOST_CHECK_EQUAL(rep_gpu.poisoned_groups, 0u);
         }
@@ -417,7 +423,7 @@ BOOST_AUTO_TEST_CASE(wide_groups_past_the_fp16_scale_limit) {
                    dir};
             c.overflow = OverflowGroups::kWide;
             c.wide_values = true;
-            check_case(c, {4097, 65537}, 2, 3);
+            check_case(c, {4097, 65537}, 1, 3);
           }
         }
       }
@@ -445,5 +451,75 @@ BOOST_AUTO_TEST_CASE(wide_groups_below_the_limit_and_with_non_finite_values) {
     specials.overflow = OverflowGroups::kWide;
     specials.specials = true;
     check_case(specials, {5000, 70001}, 1, 3);
+  }
+}
+
+// Rotation (docs/numerics.md 2.6): every rank rotates the groups it sends, the owner its own and
+// then the sum it gathers; every rank de-rotates; the compensator state stays unrotated (the local
+// residual de-rotates the push and the owner sum). Partial last groups are not rotated (awkward
+// sizes). P = 2, 3, 4, 8; 4 and 8 bits; compensator off, dual global, dual local, single local with
+// bf16 state; forward and backward; every dtype; group sizes from one lane (16) to a whole warp
+// (1024, or 256 on 8-element lanes).
+BOOST_AUTO_TEST_CASE(hadamard_rotation) {
+  if (!have_gpu()) return;
+  struct Comp {
+    CompensatorMode mode;
+    ResidualMode residual;
+    DType state;
+  };
+  const Comp comps[] = {{CompensatorMode::kOff, ResidualMode::kGlobal, DType::kFloat32},
+                        {CompensatorMode::kDual, ResidualMode::kGlobal, DType::kFloat32},
+                        {CompensatorMode::kDual, ResidualMode::kLocal, DType::kFloat32},
+                        {CompensatorMode::kSingle, ResidualMode::kLocal, DType::kBFloat16}};
+  for (int p : {2, 3, 4, 8}) {
+    for (int bits : {4, 8}) {
+      for (const Comp& cm : comps) {
+        for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+          for (Direction dir : {Direction::kForward, Direction::kBackward}) {
+            if (dir == Direction::kBackward && cm.mode == CompensatorMode::kOff) continue;
+            Case c{p % 2 ? QuantizerKind::kSymmetric : QuantizerKind::kZeroAware, bits, cm.mode, cm.residual, dt, p, dir};
+            c.state_dtype = cm.state;
+            c.rotation = Rotation::kHadamard;
+            check_case(c, {1000, 65537}, 1, 3);
+          }
+        }
+      }
+    }
+  }
+  for (int group : {16, 64, 256, 1024}) {
+    for (const Comp& cm : comps) {
+      Case c{QuantizerKind::kZeroAware, 4, cm.mode, cm.residual, DType::kBFloat16, 3};
+      c.state_dtype = cm.state;
+      c.rotation = Rotation::kHadamard;
+      c.group = group;
+      const auto g = static_cast<std::size_t>(group);
+      check_case(c, {1, g - 1, 5 * g + 3, 70001}, 2, 3);
+    }
+  }
+  // The split tail kernel, the naive quantizer and many tiles.
+  Case split{QuantizerKind::kNaive, 4, CompensatorMode::kDual, ResidualMode::kLocal, DType::kBFloat16, 4};
+  split.rotation = Rotation::kHadamard;
+  split.split_tail_min_count = 0;
+  check_case(split, {12345, (std::size_t{1} << 20) + 77}, 1, 3);
+}
+
+// Rotation with non-finite inputs (a NaN or Inf spreads over its whole rotated group, which is
+// poisoned) and with wide groups (docs/numerics.md 2.4 and 2.6 together).
+BOOST_AUTO_TEST_CASE(hadamard_rotation_with_non_finite_values_and_wide_groups) {
+  if (!have_gpu()) return;
+  for (DType dt : {DType::kBFloat16, DType::kFloat32}) {
+    for (ResidualMode res : {ResidualMode::kGlobal, ResidualMode::kLocal}) {
+      Case specials{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, res, dt, 3};
+      specials.rotation = Rotation::kHadamard;
+      specials.specials = true;
+      check_case(specials, {5000, 70001}, 1, 3);
+      for (int p : {2, 4}) {
+        Case wide{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, res, dt, p};
+        wide.rotation = Rotation::kHadamard;
+        wide.overflow = OverflowGroups::kWide;
+        wide.wide_values = true;
+        check_case(wide, {4097, 65537}, 2, 3);
+      }
+    }
   }
 }

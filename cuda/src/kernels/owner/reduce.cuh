@@ -48,14 +48,20 @@ __device__ __forceinline__ void OwnerStages<V>::sum_copies(const LaneGroup& g, s
         continue;
       }
       if (!g.active) continue;
-      const DecodeParams dp = params_of_word(pw[j], symmetric, BITS);
+      const DecodeParams dp = params_of_word<kOptions>(pw[j], symmetric, BITS);
       if (dp.s != dp.s) {
-        // A poisoned copy (NaN) or a wide group's (docs/numerics.md 2.4).
-        float q[E], v[E];
-        cw[j].code_values(q);
-        decode_special_lane<E>(pw[j], symmetric, BITS, q, v);
+        if constexpr (kOptions) {
+          // A poisoned copy (NaN) or a wide group's (docs/numerics.md 2.4).
+          float q[E], v[E];
+          cw[j].code_values(q);
+          decode_special_lane<E>(pw[j], symmetric, BITS, q, v);
 #pragma unroll
-        for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], v[k]);
+          for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], v[k]);
+        } else {
+          const float nan = poisoned_value();
+#pragma unroll
+          for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], nan);
+        }
       } else {
         float q[E];
         cw[j].code_values(q);
@@ -113,6 +119,7 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     entry<LEAN>(c, g, cur, buf, x, m1, m2);
     float xs[E];
     scaled<LEAN>(x, xs);
+    if (rotated_group<LEAN>(g)) rotate_lanes<E>(group_lanes(lm.lanes_per_group), xs);
     // fp32 sum in rank order; the owner's own copy is never quantized. A NaN sum poisons its
     // group, and reaches memory only through the local residual's state, stored canonical.
     float acc[E];
@@ -121,7 +128,7 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     if (!g.active) continue;
     // Gather: quantize the sum once and send the same codes to every peer.
     const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
-    if (takes_wide_map(map, st, a.wide_groups)) {
+    if (takes_wide_map(map, st, kOptions && a.wide_groups)) {
       reduce_wide_lane<LEAN>(c, g, st, lg, acc, m1, m2);
       continue;
     }
@@ -144,6 +151,12 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
 #pragma unroll
       for (int k = 0; k < E; ++k) y[k] = poisoned_value();
       store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
+    } else if (rotated_group<LEAN>(g)) {
+      float q[E], v[E];
+      codes.code_values(q);
+#pragma unroll
+      for (int k = 0; k < E; ++k) v[k] = decode_finite_value(dp.s, dp.z, q[k]);
+      rotated_output<LEAN>(c, g, v, y);
     } else {
       // Finite scale: the values are finite, the hardware conversion rounds them. The code values
       // come from `bits` (one subtraction each) or, with the state in registers, from the packed
@@ -165,11 +178,7 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     }
     if (COMP && c.residual == ResidualMode::kLocal) {
       // Local residual of the owner: its gather error, u = acc - y (gradient units).
-      float u[E];
-#pragma unroll
-      for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
-      update_state<E>(c, u, m1, m2);
-      store_state<E>(c, g.e0, g.valid, m1, m2);
+      owner_residual<LEAN>(c, g, acc, y, m1, m2);
     }
   }
   if (poisoned != 0) atomicAdd(&a.control->poisoned[(epoch - a.round) & 1], poisoned);
@@ -202,23 +211,56 @@ __device__ __forceinline__ void OwnerStages<V>::reduce_wide_lane(const Compensat
     codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
     if (lm.lane_in_group == 0) store_params(slot + a.codes_bytes, lg, symmetric, map);
   }
-  // The owner's output from the very codes it sent; a wide value past FLT_MAX is +-Inf, not NaN.
-  float q[E], y[E];
+  // The owner's output from the very codes it sent (a wide value past FLT_MAX is +-Inf).
+  float q[E], v[E], y[E];
   codes.code_values(q);
 #pragma unroll
+  for (int k = 0; k < E; ++k) v[k] = map.poisoned ? poisoned_value() : decode_wide_value(map, q[k]);
+  if (!map.poisoned && rotated_group<LEAN>(g)) {
+    rotated_output<LEAN>(c, g, v, y);
+  } else {
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+      const float w = !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k];
+      y[k] = (COMP && c.residual == ResidualMode::kLocal) ? round_to<D>(w) : w;
+    }
+    store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
+  }
+  if (COMP && c.residual == ResidualMode::kLocal) owner_residual<LEAN>(c, g, acc, y, m1, m2);
+}
+
+// The owner's output of a rotated group (docs/numerics.md 2.6) from its decoded values v (rotated
+// units): de-rotated, back to gradient units, stored; y as the local residual uses it. A butterfly
+// may overflow, and Inf - Inf is a NaN: stored canonical (the common path's values cannot be NaN).
+template <class V>
+template <bool LEAN>
+__device__ __forceinline__ void OwnerStages<V>::rotated_output(const CompensatorArgs& c, const LaneGroup& g,
+                                                               float (&v)[E], float (&y)[E]) const {
+  unrotate_lanes<E>(group_lanes(lm.lanes_per_group), v);
+#pragma unroll
   for (int k = 0; k < E; ++k) {
-    float v = map.poisoned ? poisoned_value() : decode_wide_value(map, q[k]);
-    if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);
-    y[k] = (COMP && c.residual == ResidualMode::kLocal) ? round_to<D>(v) : v;
+    const float w = !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k];
+    y[k] = (COMP && c.residual == ResidualMode::kLocal) ? round_to<D>(w) : w;
   }
   store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
-  if (COMP && c.residual == ResidualMode::kLocal) {
-    float u[E];
+}
+
+// Local residual of the owner: its gather error u = acc - y in gradient units, with acc
+// de-rotated first in a rotated group (docs/numerics.md 2.6: the state stays unrotated).
+template <class V>
+template <bool LEAN>
+__device__ __forceinline__ void OwnerStages<V>::owner_residual(const CompensatorArgs& c, const LaneGroup& g,
+                                                               const float (&acc)[E], const float (&y)[E],
+                                                               float (&m1)[E], float (&m2)[E]) const {
+  float s[E];
 #pragma unroll
-    for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
-    update_state<E>(c, u, m1, m2);
-    store_state<E>(c, g.e0, g.valid, m1, m2);
-  }
+  for (int k = 0; k < E; ++k) s[k] = acc[k];
+  if (rotated_group<LEAN>(g)) unrotate_lanes<E>(group_lanes(lm.lanes_per_group), s);
+  float u[E];
+#pragma unroll
+  for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(s[k], sc.unscale) : s[k], y[k]);
+  update_state<E>(c, u, m1, m2);
+  store_state<E>(c, g.e0, g.valid, m1, m2);
 }
 
 }  // namespace owner_detail

@@ -59,14 +59,14 @@ __device__ __forceinline__ void OwnerStages<V>::push_tile(int dest, int tile, co
     const GroupStats st = group_stats<E>(xs, g.valid, lm.lanes_per_group);
     if (!g.active) continue;
     const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
-    const std::size_t lg = g.grp - seg_first - a.round_group_begin;  // group index in the slot
     if (takes_wide_map(map, st, kOptions && a.wide_groups)) {
-      push_wide_lane<LEAN>(c, g, st, lg, slot, x, xs, m1, m2);
+      push_wide_lane<LEAN>(c, g, st, g.grp - seg_first - a.round_group_begin, slot, x, xs, m1, m2);
       continue;
     }
     unsigned bits[E];
     Codes codes;
     quantize_lane(map, xs, g.valid, bits, codes);
+    const std::size_t lg = g.grp - seg_first - a.round_group_begin;  // group index in the slot
     codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
     if (lm.lane_in_group == 0) store_params(params, lg, symmetric, map);
     if (COMP && c.residual == ResidualMode::kLocal) {
@@ -74,17 +74,24 @@ __device__ __forceinline__ void OwnerStages<V>::push_tile(int dest, int tile, co
       const DecodeParams dp = decode_params_of(map, symmetric, BITS);
       float q[E];
       codes.code_values(q);  // from the packed codes: fewer live registers than `bits`
-      float v[E];
-#pragma unroll
-      for (int k = 0; k < E; ++k) v[k] = map.poisoned ? poisoned_value() : decode_finite_value(dp.s, dp.z, q[k]);
-      // Rotated: the residual is in the compensator's (unrotated) units (a poisoned group's NaNs
-      // stay NaN either way).
-      if (!map.poisoned && rotated_group<LEAN>(g)) unrotate_lanes<E>(group_lanes(lm.lanes_per_group), v);
       float u[E];
+      if (!map.poisoned && rotated_group<LEAN>(g)) {
+        // Rotated: the residual is in the compensator's (unrotated) units (a poisoned group's NaNs
+        // stay NaN either way).
+        float v[E];
 #pragma unroll
-      for (int k = 0; k < E; ++k) {
-        const float w = !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k];
-        u[k] = numerics::local_residual(x[k], w);
+        for (int k = 0; k < E; ++k) v[k] = decode_finite_value(dp.s, dp.z, q[k]);
+        unrotate_lanes<E>(group_lanes(lm.lanes_per_group), v);
+#pragma unroll
+        for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(x[k], !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k]);
+      } else {
+        // One element at a time: decoding all first would hold E more values in registers.
+#pragma unroll
+        for (int k = 0; k < E; ++k) {
+          float v = map.poisoned ? poisoned_value() : decode_finite_value(dp.s, dp.z, q[k]);
+          if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);
+          u[k] = numerics::local_residual(x[k], v);
+        }
       }
       update_state<E>(c, u, m1, m2);
       store_state<E>(c, g.e0, g.valid, m1, m2);

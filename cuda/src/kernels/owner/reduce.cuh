@@ -178,7 +178,15 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     }
     if (COMP && c.residual == ResidualMode::kLocal) {
       // Local residual of the owner: its gather error, u = acc - y (gradient units).
-      owner_residual<LEAN>(c, g, acc, y, m1, m2);
+      if constexpr (kOptions) {
+        owner_residual<LEAN>(c, g, acc, y, m1, m2);
+      } else {
+        float u[E];
+#pragma unroll
+        for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
+        update_state<E>(c, u, m1, m2);
+        store_state<E>(c, g.e0, g.valid, m1, m2);
+      }
     }
   }
   if (poisoned != 0) atomicAdd(&a.control->poisoned[(epoch - a.round) & 1], poisoned);
@@ -252,13 +260,18 @@ template <bool LEAN>
 __device__ __forceinline__ void OwnerStages<V>::owner_residual(const CompensatorArgs& c, const LaneGroup& g,
                                                                const float (&acc)[E], const float (&y)[E],
                                                                float (&m1)[E], float (&m2)[E]) const {
-  float s[E];
-#pragma unroll
-  for (int k = 0; k < E; ++k) s[k] = acc[k];
-  if (rotated_group<LEAN>(g)) unrotate_lanes<E>(group_lanes(lm.lanes_per_group), s);
   float u[E];
+  if (rotated_group<LEAN>(g)) {
+    float s[E];
 #pragma unroll
-  for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(s[k], sc.unscale) : s[k], y[k]);
+    for (int k = 0; k < E; ++k) s[k] = acc[k];
+    unrotate_lanes<E>(group_lanes(lm.lanes_per_group), s);
+#pragma unroll
+    for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(s[k], sc.unscale) : s[k], y[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
+  }
   update_state<E>(c, u, m1, m2);
   store_state<E>(c, g.e0, g.valid, m1, m2);
 }

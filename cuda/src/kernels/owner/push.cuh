@@ -55,13 +55,19 @@ __device__ __forceinline__ void OwnerStages<V>::push_tile(int dest, int tile, co
     entry<LEAN>(c, g, cur, buf, x, m1, m2);
     float xs[E];
     scaled<LEAN>(x, xs);
-    if (rotated_group<LEAN>(g)) rotate_lanes<E>(group_lanes(lm.lanes_per_group), xs);
+    // The options' code is compiled into the options instance only (if constexpr): even as dead
+    // code it changed the default instances' register allocation.
+    if constexpr (kOptions) {
+      if (rotated_group<LEAN>(g)) rotate_lanes<E>(group_lanes(lm.lanes_per_group), xs);
+    }
     const GroupStats st = group_stats<E>(xs, g.valid, lm.lanes_per_group);
     if (!g.active) continue;
     const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
-    if (takes_wide_map(map, st, kOptions && a.wide_groups)) {
-      push_wide_lane<LEAN>(c, g, st, g.grp - seg_first - a.round_group_begin, slot, x, xs, m1, m2);
-      continue;
+    if constexpr (kOptions) {
+      if (takes_wide_map(map, st, a.wide_groups)) {
+        push_wide_lane<LEAN>(c, g, st, g.grp - seg_first - a.round_group_begin, slot, x, xs, m1, m2);
+        continue;
+      }
     }
     unsigned bits[E];
     Codes codes;
@@ -75,16 +81,21 @@ __device__ __forceinline__ void OwnerStages<V>::push_tile(int dest, int tile, co
       float q[E];
       codes.code_values(q);  // from the packed codes: fewer live registers than `bits`
       float u[E];
-      if (!map.poisoned && rotated_group<LEAN>(g)) {
-        // Rotated: the residual is in the compensator's (unrotated) units (a poisoned group's NaNs
-        // stay NaN either way).
-        float v[E];
+      bool rotated = false;
+      if constexpr (kOptions) {
+        rotated = !map.poisoned && rotated_group<LEAN>(g);
+        if (rotated) {
+          // Rotated: the residual is in the compensator's (unrotated) units (a poisoned group's
+          // NaNs stay NaN either way).
+          float v[E];
 #pragma unroll
-        for (int k = 0; k < E; ++k) v[k] = decode_finite_value(dp.s, dp.z, q[k]);
-        unrotate_lanes<E>(group_lanes(lm.lanes_per_group), v);
+          for (int k = 0; k < E; ++k) v[k] = decode_finite_value(dp.s, dp.z, q[k]);
+          unrotate_lanes<E>(group_lanes(lm.lanes_per_group), v);
 #pragma unroll
-        for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(x[k], !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k]);
-      } else {
+          for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(x[k], !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k]);
+        }
+      }
+      if (!rotated) {
         // One element at a time: decoding all first would hold E more values in registers.
 #pragma unroll
         for (int k = 0; k < E; ++k) {

@@ -119,7 +119,9 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     entry<LEAN>(c, g, cur, buf, x, m1, m2);
     float xs[E];
     scaled<LEAN>(x, xs);
-    if (rotated_group<LEAN>(g)) rotate_lanes<E>(group_lanes(lm.lanes_per_group), xs);
+    if constexpr (kOptions) {  // the options instance only (push.cuh says why)
+      if (rotated_group<LEAN>(g)) rotate_lanes<E>(group_lanes(lm.lanes_per_group), xs);
+    }
     // fp32 sum in rank order; the owner's own copy is never quantized. A NaN sum poisons its
     // group, and reaches memory only through the local residual's state, stored canonical.
     float acc[E];
@@ -128,9 +130,11 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     if (!g.active) continue;
     // Gather: quantize the sum once and send the same codes to every peer.
     const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
-    if (takes_wide_map(map, st, kOptions && a.wide_groups)) {
-      reduce_wide_lane<LEAN>(c, g, st, lg, acc, m1, m2);
-      continue;
+    if constexpr (kOptions) {
+      if (takes_wide_map(map, st, a.wide_groups)) {
+        reduce_wide_lane<LEAN>(c, g, st, lg, acc, m1, m2);
+        continue;
+      }
     }
     if (map.poisoned && lm.lane_in_group == 0) ++poisoned;
     unsigned bits[E];
@@ -151,12 +155,8 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
 #pragma unroll
       for (int k = 0; k < E; ++k) y[k] = poisoned_value();
       store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
-    } else if (rotated_group<LEAN>(g)) {
-      float q[E], v[E];
-      codes.code_values(q);
-#pragma unroll
-      for (int k = 0; k < E; ++k) v[k] = decode_finite_value(dp.s, dp.z, q[k]);
-      rotated_output<LEAN>(c, g, v, y);
+    } else if (rotated_output_of<LEAN>(c, g, codes, dp, y)) {
+      // A rotated group's output (options instance only).
     } else {
       // Finite scale: the values are finite, the hardware conversion rounds them. The code values
       // come from `bits` (one subtraction each) or, with the state in registers, from the packed
@@ -235,6 +235,26 @@ __device__ __forceinline__ void OwnerStages<V>::reduce_wide_lane(const Compensat
     store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
   }
   if (COMP && c.residual == ResidualMode::kLocal) owner_residual<LEAN>(c, g, acc, y, m1, m2);
+}
+
+// Options instance, a rotated group: its output from the gathered codes (rotated_output); false
+// (and nothing done) otherwise. The default instances compile none of it.
+template <class V>
+template <bool LEAN>
+__device__ __forceinline__ bool OwnerStages<V>::rotated_output_of(const CompensatorArgs& c, const LaneGroup& g,
+                                                                  const Codes& codes, const DecodeParams& dp,
+                                                                  float (&y)[E]) const {
+  if constexpr (kOptions) {
+    if (!rotated_group<LEAN>(g)) return false;
+    float q[E], v[E];
+    codes.code_values(q);
+#pragma unroll
+    for (int k = 0; k < E; ++k) v[k] = decode_finite_value(dp.s, dp.z, q[k]);
+    rotated_output<LEAN>(c, g, v, y);
+    return true;
+  } else {
+    return false;
+  }
 }
 
 // The owner's output of a rotated group (docs/numerics.md 2.6) from its decoded values v (rotated

@@ -118,19 +118,21 @@ __device__ __forceinline__ void OwnerStages<V>::tail_loop(const LaneMap<kTailE>&
         for (int k = 0; k < kTailE; ++k) y[k] = poisoned_value();
       }
       store_elems<D, kTailE>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
-    } else if (rotated_group<LEAN>(g)) {
-      // Rotated group (docs/numerics.md 2.6): decoded, de-rotated, back to gradient units. A
-      // butterfly may overflow, and Inf - Inf is a NaN: stored canonical.
-      float q[kTailE];
-      c.code_values(q);
+    } else if (kOptions && rotated_group<LEAN>(g)) {
+      if constexpr (kOptions) {
+        // Rotated group (docs/numerics.md 2.6): decoded, de-rotated, back to gradient units. A
+        // butterfly may overflow, and Inf - Inf is a NaN: stored canonical.
+        float q[kTailE];
+        c.code_values(q);
 #pragma unroll
-      for (int k = 0; k < kTailE; ++k) y[k] = decode_finite_value(dp.s, dp.z, q[k]);
-      unrotate_lanes<kTailE>(group_lanes(tm.lanes_per_group), y);
-      if (!LEAN && a.backward) {
+        for (int k = 0; k < kTailE; ++k) y[k] = decode_finite_value(dp.s, dp.z, q[k]);
+        unrotate_lanes<kTailE>(group_lanes(tm.lanes_per_group), y);
+        if (!LEAN && a.backward) {
 #pragma unroll
-        for (int k = 0; k < kTailE; ++k) y[k] = __fmul_rn(y[k], sc.unscale);
+          for (int k = 0; k < kTailE; ++k) y[k] = __fmul_rn(y[k], sc.unscale);
+        }
+        store_elems<D, kTailE>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
       }
-      store_elems<D, kTailE>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
     } else {
       float q[kTailE];
       c.code_values(q);

@@ -16,7 +16,12 @@
 #   ab       echo_cuda_stage_probe of both trees in the order old new old new on every row (bits 4
 #            and 8 x compensator off, dual, dual-bf16, global, global-bf16; PROBE_ROWS overrides,
 #            ';'-separated argument lists); per row and stage the best time of each tree, and FAIL
-#            where this tree's is more than AB_LIMIT (default 1.02) times the older tree's
+#            where this tree's is more than AB_LIMIT (default 1.02) times the older tree's. A sixth
+#            argument picks the transport (plain, wide, hadamard, wide-hadamard: docs/numerics.md
+#            2.4, 2.6); an older probe ignores it, so such a row times this tree's option against
+#            the older tree's plain transport. PROBE_ROWS=options adds wide and hadamard rows (4 and
+#            8 bits x off, dual, dual-bf16) to the default ones (a hadamard row is expected to FAIL
+#            the limit: it is the rotation's cost, read from the table)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/nccl_env.sh"
@@ -105,12 +110,19 @@ stage_ab() {
   local new=$build/bin/echo_cuda_stage_probe old=$old_build/bin/echo_cuda_stage_probe
   [[ -x $new && -x $old ]] || { note "ab: a stage probe is missing ($new, $old)"; status=1; return; }
   local rows=() row pass side exe
-  if [[ -n ${PROBE_ROWS:-} ]]; then
+  if [[ -n ${PROBE_ROWS:-} && ${PROBE_ROWS} != options ]]; then
     IFS=';' read -ra rows <<<"$PROBE_ROWS"
   else
     for bits in 4 8; do
       for comp in off dual dual-bf16 global global-bf16; do rows+=("536870912 4 $bits $comp"); done
     done
+    if [[ ${PROBE_ROWS:-} == options ]]; then
+      for transport in wide hadamard; do
+        for bits in 4 8; do
+          for comp in off dual dual-bf16; do rows+=("536870912 4 $bits $comp 0 $transport"); done
+        done
+      done
+    fi
   fi
   : >"$out/ab.log"
   for row in "${rows[@]}"; do

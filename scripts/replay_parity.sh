@@ -7,7 +7,10 @@
 # P = 3, n = 8973; P = 8, n = 1015: sizes that are no multiple of the group; ranks share the GPUs
 # when there are fewer). Configurations cover every quantizer,
 # bit width, compensator mode, residual mode, dtype and state dtype, and the exact small-message
-# path. Needs Python with h5py and numpy (trace writing and the comparison).
+# path, and the Hadamard rotation (--rotation hadamard, docs/numerics.md 2.6). The wide configurations (--overflow-groups wide, docs/numerics.md 2.4) run on a trace
+# whose sites reach 1e35 (write_example_trace.py --magnitudes: groups far past the fp16 scale
+# limit, P = 4, n = 1515) and on the bundled one. Needs Python with h5py and numpy (trace writing
+# and the comparison).
 #   ECHO_PARITY_BACKENDS  the two backends compared (default "cpu cuda"; "cpu cpu" checks the
 #                         script and the reference's run-to-run determinism without a GPU)
 #   PYTHON                interpreter with h5py and numpy (default python3)
@@ -29,6 +32,8 @@ mkdir -p "$out"
   --dtype float16 --seed 8 >/dev/null || exit 1
 "$python" "$root/data/examples/write_example_trace.py" "$out/synthetic_p8.h5" --ranks 8 --tokens 5 --hidden 203 \
   --seed 9 >/dev/null || exit 1
+"$python" "$root/data/examples/write_example_trace.py" "$out/synthetic_wide_p4.h5" --ranks 4 --tokens 15 \
+  --hidden 101 --sites 40 --magnitudes --seed 10 >/dev/null || exit 1
 traces=("$out/synthetic_p2.h5" "$out/synthetic_p3.h5" "$root/data/examples/synthetic_p4.h5"
         "$root/data/smollm2/trace-p4-moby-2x16.h5" "$out/synthetic_p8.h5")
 
@@ -46,7 +51,23 @@ configs=(
   "--quantizer zero-aware --bits 4 --compensator dual --residual local --state-dtype bf16 --dtype fp16"
   "--quantizer zero-aware --bits 4 --compensator dual --exact-max-count 4096 --dtype bf16"
   "--quantizer zero-aware --bits 8 --compensator dual --residual local --exact-max-count 100000 --dtype fp32"
+  "--rotation hadamard --quantizer zero-aware --bits 4 --compensator dual --residual local --dtype bf16"
+  "--rotation hadamard --quantizer symmetric --bits 8 --compensator single --dtype fp32"
+  "--rotation hadamard --quantizer naive --bits 4 --compensator off --dtype fp16"
 )
+
+# Wide groups: on the trace with huge values (every configuration would poison groups there
+# without it) and on an ordinary one, where they change nothing.
+wide_traces=("$out/synthetic_wide_p4.h5" "$root/data/examples/synthetic_p4.h5")
+wide_configs=(
+  "--overflow-groups wide --quantizer zero-aware --bits 4 --compensator dual --residual local --dtype bf16"
+  "--overflow-groups wide --quantizer symmetric --bits 4 --compensator dual --dtype fp32"
+  "--overflow-groups wide --quantizer naive --bits 8 --compensator off --dtype bf16"
+  "--overflow-groups wide --quantizer zero-aware --bits 4 --compensator single --residual local --state-dtype bf16 --dtype fp32"
+)
+# Wide groups with the rotation, on the bundled trace only (a rotation's butterflies overflow near
+# FLT_MAX / g, which the huge trace reaches).
+wide_rotation_config="--overflow-groups wide --rotation hadamard --quantizer zero-aware --bits 4 --compensator dual --residual local --dtype bf16"
 
 compare() {  # compare FILE_A FILE_B: prints "same" or where the first bits differ
   "$python" - "$1" "$2" <<'PY'
@@ -72,31 +93,36 @@ PY
 
 failed=0
 total=0
-for trace in "${traces[@]}"; do
+# run_config TRACE TAG CONFIG: both backends on one trace and configuration, compared.
+run_config() {
+  local trace=$1 tag=$2 cfg=$3 name run be f verdict res=()
   name=$(basename "$trace" .h5)
-  for i in "${!configs[@]}"; do
-    total=$((total + 1))
-    cfg=${configs[$i]}
-    res=()
-    for run in a b; do
-      [[ $run == a ]] && be=$backend_a || be=$backend_b
-      f="$out/$name-$i-$run-$be.h5"
-      # shellcheck disable=SC2086
-      if ! "$echotk" replay "$trace" --backend "$be" --save-outputs --quiet $cfg --out "$f" >"$f.log" 2>&1; then
-        echo "FAIL $name [$cfg] $be: $(tail -1 "$f.log")"
-        failed=$((failed + 1))
-        continue 2
-      fi
-      res+=("$f")
-    done
-    if verdict=$(compare "${res[0]}" "${res[1]}"); then
-      echo "ok   $name [$cfg]: $verdict"
-    else
-      echo "FAIL $name [$cfg]: $verdict"
+  total=$((total + 1))
+  for run in a b; do
+    [[ $run == a ]] && be=$backend_a || be=$backend_b
+    f="$out/$name-$tag-$run-$be.h5"
+    # shellcheck disable=SC2086
+    if ! "$echotk" replay "$trace" --backend "$be" --save-outputs --quiet $cfg --out "$f" >"$f.log" 2>&1; then
+      echo "FAIL $name [$cfg] $be: $(tail -1 "$f.log")"
       failed=$((failed + 1))
+      return
     fi
-    rm -f "${res[@]}"
+    res+=("$f")
   done
+  if verdict=$(compare "${res[0]}" "${res[1]}"); then
+    echo "ok   $name [$cfg]: $verdict"
+  else
+    echo "FAIL $name [$cfg]: $verdict"
+    failed=$((failed + 1))
+  fi
+  rm -f "${res[@]}"
+}
+for trace in "${traces[@]}"; do
+  for i in "${!configs[@]}"; do run_config "$trace" "$i" "${configs[$i]}"; done
 done
+for trace in "${wide_traces[@]}"; do
+  for i in "${!wide_configs[@]}"; do run_config "$trace" "wide$i" "${wide_configs[$i]}"; done
+done
+run_config "$root/data/examples/synthetic_p4.h5" wide-rotation "$wide_rotation_config"
 echo "replay parity ($backend_a vs $backend_b): $((total - failed)) of $total configurations bitwise the same"
 (( failed == 0 ))

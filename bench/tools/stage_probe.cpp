@@ -3,10 +3,13 @@
 // can be read alone (and profiled with ncu: no launch waits on another GPU). Variants with a split
 // form (owner_split_tail: the compensated local residual on 8-element lanes) run its kernels, push
 // + reduce and tail, as a call of at least CommOptions::split_tail_min_count elements does.
-//   echo_cuda_stage_probe [elements] [ranks] [bits] [compensator] [tiles_per_wave]
+//   echo_cuda_stage_probe [elements] [ranks] [bits] [compensator] [tiles_per_wave] [transport]
 // compensator: off, dual (local residual, fp32 state), dual-bf16, global (global residual, fp32
 // state; also times the side-stream update kernel), global-bf16. The state is marked not fresh, so
-// the apply step runs as in every call after the first.
+// the apply step runs as in every call after the first. transport: plain (the default), wide
+// (overflow-groups wide, docs/numerics.md 2.4; the random input stays below the fp16 scale limit,
+// so this times what the option costs the common path), hadamard (the rotation of 2.6) or
+// wide-hadamard (both).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -44,7 +47,8 @@ long long argument(int argc, char** argv, int i, long long fallback, long long l
   if (end == argv[i] || *end != '\0' || v < lo || v > hi) {
     std::fprintf(stderr,
                  "echo_cuda_stage_probe: %s must be a whole number in [%lld, %lld], got '%s'\n"
-                 "usage: echo_cuda_stage_probe [elements] [ranks] [bits 4|8] [compensator] [tiles_per_wave]\n",
+                 "usage: echo_cuda_stage_probe [elements] [ranks] [bits 4|8] [compensator] [tiles_per_wave] "
+                 "[transport plain|wide|hadamard|wide-hadamard]\n",
                  name, lo, hi, argv[i]);
     std::exit(2);
   }
@@ -66,6 +70,12 @@ int main(int argc, char** argv) {
   if (!tools::compensator_from_name(comp_name, &cs)) {
     std::fprintf(stderr, "echo_cuda_stage_probe: unknown compensator '%s' (%s)\n", comp_name.c_str(),
                  tools::kCompensatorNames);
+    return 2;
+  }
+  const std::string transport = argc > 6 ? argv[6] : "plain";
+  if (transport != "plain" && transport != "wide" && transport != "hadamard" && transport != "wide-hadamard") {
+    std::fprintf(stderr, "echo_cuda_stage_probe: transport must be plain, wide, hadamard or wide-hadamard, got '%s'\n",
+                 transport.c_str());
     return 2;
   }
   const Compensation cw = compensation_of(cs.mode, cs.residual);
@@ -101,6 +111,8 @@ int main(int argc, char** argv) {
   a.bits = bits;
   a.group = 128;
   a.kind = QuantizerKind::kZeroAware;
+  a.wide_groups = transport == "wide" || transport == "wide-hadamard";
+  a.rotation = transport == "hadamard" || transport == "wide-hadamard";
   a.count = n;
   a.in = in;
   a.out = out;
@@ -142,8 +154,8 @@ int main(int argc, char** argv) {
   const int per_sm = si.blocks_per_sm;
   const int grid = sched.grid;
   const int rounds = sched.rounds;
-  std::printf("n=%zu P=%d bits=%d comp=%s: grid %d blocks (%d/SM resident), tile %d groups, %d tiles, rounds needed %d%s\n",
-              n, P, bits, comp_name.c_str(), grid, per_sm, a.tile_groups, a.num_tiles, rounds,
+  std::printf("n=%zu P=%d bits=%d comp=%s transport=%s: grid %d blocks (%d/SM resident), tile %d groups, %d tiles, rounds needed %d%s\n",
+              n, P, bits, comp_name.c_str(), transport.c_str(), grid, per_sm, a.tile_groups, a.num_tiles, rounds,
               rounds > 1 ? " (each stage runs the first round only: times and rates cover that round)" : "");
   cudaEvent_t e0, e1;
   ok(cudaEventCreate(&e0), "cudaEventCreate");

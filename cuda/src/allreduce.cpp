@@ -61,6 +61,8 @@ CallArgs call_args(const Communicator& comm, const Plan& plan, std::size_t count
   a.bits = spec.quant.bits;
   a.group = spec.quant.group;
   a.kind = spec.quant.kind;
+  a.wide_groups = spec.quant.overflow == OverflowGroups::kWide;
+  a.rotation = spec.quant.rotation == Rotation::kHadamard;
   a.count = count;
   a.in = in;
   a.out = out;

@@ -15,24 +15,15 @@ Status can_implement(const AllReduceSpec& spec, int ranks) {
     return Status(StatusCode::kUnsupported, std::string("the CUDA path implements the owner algorithm only, got ") +
                                                 algorithm_name(spec.algorithm));
   }
-  // The transport options of docs/numerics.md 2.4-2.6 are implemented in the CPU reference, and
-  // wide groups and the rotation also in the one-GPU emulation (echo/cuda/emulate.h); the
-  // peer-to-peer pipeline implements the default of each.
+  // The transport options of docs/numerics.md 2.4-2.6 are specified and implemented in the CPU
+  // reference; the peer-to-peer kernels and the one-GPU emulation (echo/cuda/emulate.h) implement
+  // both overflow modes (poisoned or wide groups, 2.4) and both rotations (2.6), not outliers sent
+  // exactly (2.5).
   const QuantSpec& q = spec.quant;
   if (q.outliers != 0) {
     return Status(StatusCode::kUnsupported,
                   "the CUDA path implements outliers 0 only (outliers sent exactly are CPU reference "
                   "only), got " + std::to_string(q.outliers));
-  }
-  if (q.overflow != OverflowGroups::kPoison) {
-    return Status(StatusCode::kUnsupported,
-                  std::string("the CUDA path implements overflow-groups poison only (wide groups are "
-                              "implemented by the CPU reference and the one-GPU emulation), got ") + overflow_groups_name(q.overflow));
-  }
-  if (q.rotation != Rotation::kNone) {
-    return Status(StatusCode::kUnsupported,
-                  std::string("the CUDA path implements rotation none only (the Hadamard rotation is "
-                              "implemented by the CPU reference and the one-GPU emulation), got ") + rotation_name(q.rotation));
   }
   return Status::Ok();
 }

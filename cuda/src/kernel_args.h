@@ -144,6 +144,11 @@ struct CallArgs {
   // for job_trace_records records, indexed by round * jobs of a fused launch + job.
   unsigned long long* job_trace;
   std::size_t job_trace_records;
+
+  // Transport options (docs/numerics.md 2.4, 2.6), run by the owner kernel's options instance
+  // (kernels/owner/variant.cuh); last, so that the other fields keep their offsets.
+  bool wide_groups;  // QuantSpec::overflow == kWide: finite groups past the fp16 scale take the wide map
+  bool rotation;     // QuantSpec::rotation == kHadamard: the quantized path works on rotated groups
 };
 
 // Job tracing is compiled in only with the CMake option ECHO_CUDA_JOB_TRACE (it costs the kernels

@@ -131,14 +131,59 @@ __device__ __forceinline__ unsigned load_param_word(const unsigned char* params,
   return __ldcg(reinterpret_cast<const unsigned*>(params) + lg);
 }
 
-// The library writes finite parameters or the poison scale 0x7E00 (zero-point 0): a scale with an
-// all-ones exponent marks a poisoned group (s = NaN); the rest convert in hardware.
+// The library writes finite fp16 scales (below 0x7C00), the poison scale 0x7E00 (zero-point 0) and,
+// under overflow-groups wide (WIDE_FIELDS), a wide group's flagged bf16 scale (bit 15 set,
+// docs/numerics.md 2.4). A scale with an all-ones exponent, or with WIDE_FIELDS any field from
+// 0x7C00 up (one unsigned comparison), goes off the common path with s = NaN
+// (decode_special_lane tells poison and wide apart); the finite scales convert in hardware.
+template <bool WIDE_FIELDS = false>
 __device__ __forceinline__ DecodeParams params_of_word(unsigned w, bool symmetric, int bits) {
   const std::uint16_t s_bits = static_cast<std::uint16_t>(w & 0xFFFFu);
-  if ((s_bits & numerics::kHalfExponentMask) == numerics::kHalfExponentMask) return {poisoned_value(), 0.0f};
+  const bool special = WIDE_FIELDS ? s_bits >= numerics::kHalfInfinityBits
+                                   : (s_bits & numerics::kHalfExponentMask) == numerics::kHalfExponentMask;
+  if (special) return {poisoned_value(), 0.0f};
   const float s = half_bits_to_float(s_bits);
   if (symmetric) return {s, static_cast<float>(1 << (bits - 1))};
   return {s, half_bits_to_float(static_cast<std::uint16_t>(w >> 16))};
+}
+
+// The values of a lane whose parameter word params_of_word left undecoded (s = NaN): a wide group's
+// x^ = fp32(fp32(s * fp32(q - z)) * 2) from its bf16 scale (numerics::dequantize_wide_value), or
+// NaN for a poisoned group. Off the common path: only such groups branch here.
+template <int E>
+__device__ __forceinline__ void decode_special_lane(unsigned w, bool symmetric, int bits, const float (&q)[E],
+                                                    float (&v)[E]) {
+  const std::uint16_t field = static_cast<std::uint16_t>(w & 0xFFFFu);
+  if (!numerics::is_wide_scale_field(field)) {
+#pragma unroll
+    for (int k = 0; k < E; ++k) v[k] = poisoned_value();
+    return;
+  }
+  const float s = numerics::wide_scale_of_field(field);
+  const float z = symmetric ? static_cast<float>(1 << (bits - 1)) : half_bits_to_float(static_cast<std::uint16_t>(w >> 16));
+#pragma unroll
+  for (int k = 0; k < E; ++k) v[k] = numerics::dequantize_wide_value(s, z, q[k]);
+}
+
+// The wide map (docs/numerics.md 2.4) replaces a group's fp16 map only where that map is poisoned
+// although the group is finite, and the call asks for wide groups: the one test the common path
+// pays, on values it already holds.
+__device__ __forceinline__ bool takes_wide_map(const GroupMap& fp16_map, const GroupStats& st, bool wide_groups) {
+  return fp16_map.poisoned && st.finite && wide_groups;
+}
+
+// fp32(t + magic) of a lane's values under a wide map (numerics::encode_bits_wide: a true division
+// per element, which the common path's reciprocal avoids).
+template <int E>
+__device__ __forceinline__ void encode_lane_wide(const GroupMap& map, const float (&v)[E], unsigned (&bits)[E]) {
+  const float magic = encode_magic(map);
+#pragma unroll
+  for (int k = 0; k < E; ++k) bits[k] = numerics::encode_bits_wide(map, magic, v[k]);
+}
+
+// x^ of one code of a wide map (its scale as a float, its zero-point as stored).
+__device__ __forceinline__ float decode_wide_value(const GroupMap& map, float q) {
+  return numerics::dequantize_wide_value(map.wide_scale, half_bits_to_float(map.zero_point), q);
 }
 
 

@@ -35,6 +35,7 @@ using numerics::is_finite;
 using numerics::kRintMagic;
 using numerics::group_map_from_fields;
 using numerics::make_fp16_group_map;
+using numerics::make_wide_group_map;
 using numerics::poisoned_value;
 using numerics::QuantParams;
 
@@ -117,8 +118,9 @@ template <DType D> __device__ __forceinline__ float round_to(float v) {
 }
 
 // ---- quantizer -----------------------------------------------------------------------------
-// make_fp16_group_map (the P2P kernels and the emulation's default variant implement no wide map;
-// the emulation's options variant calls numerics::make_group_map), encode_magic, encode_bits,
+// make_fp16_group_map, make_wide_group_map (the P2P kernels take it only where the fp16 map is
+// poisoned, off the common path: lane_ops.cuh takes_wide_map), make_group_map and
+// group_map_from_fields (the emulation's options variant), encode_magic, encode_bits,
 // code_value_of_bits and poisoned_value are the shared ones (echo/numerics/group_params.h).
 
 // x^ = fp32(s * fp32(float(q) - z)) for a group whose scale is finite (not poisoned), from float(q)

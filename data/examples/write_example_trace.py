@@ -43,10 +43,17 @@ def main():
     parser.add_argument("--hidden", type=int, default=100)
     parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--magnitudes", action="store_true",
+                        help="scale site s by 10^(s mod 36): groups far past the fp16 scale limit "
+                             "(docs/numerics.md 2.4, --overflow-groups wide); float32 and bfloat16 only")
     args = parser.parse_args()
+    if args.magnitudes and args.dtype == "float16":
+        parser.error("--magnitudes needs --dtype float32 or bfloat16 (float16 cannot hold the values)")
 
     rng = np.random.default_rng(args.seed)
     x = make_contributions(rng, args.passes, args.sites, args.ranks, args.tokens, args.hidden)
+    if args.magnitudes:
+        x *= (10.0 ** (np.arange(args.sites) % 36)).astype(np.float32)[None, :, None, None]
     if args.dtype == "bfloat16":
         x = round_to_bfloat16(x)
     elif args.dtype == "float16":

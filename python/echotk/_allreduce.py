@@ -146,12 +146,11 @@ class AllReduce:
         if not isinstance(self.spec, Spec):
             raise TypeError(f"spec must be an echotk.Spec, got {type(self.spec).__name__}")
         self.spec.handle(ranks)  # ValueError for ranks or a spec out of range
-        if torch.device(device).type == "cuda" and not self.spec.is_plain:
-            # echo::cuda::can_implement refuses them too; here before any GPU work or graph capture.
-            raise ValueError(f"the CUDA path implements no transport option (outliers 0, overflow_groups "
-                             f"'poison', rotation 'none'; the others are CPU reference only), got outliers "
-                             f"{self.spec.outliers}, overflow_groups {self.spec.overflow_groups!r}, rotation "
-                             f"{self.spec.rotation!r}")
+        if torch.device(device).type == "cuda" and self.spec.outliers != 0:
+            # The emulation implements wide groups and the rotation, not outliers sent exactly (its
+            # emulate_can_implement refuses them too); here before any GPU work or graph capture.
+            raise ValueError(f"the CUDA path implements outliers 0 only (outliers sent exactly are CPU "
+                             f"reference only), got outliers {self.spec.outliers}")
         self.ranks = ranks
         self.device = _device(device)
         self.dtype = self.spec.dtype

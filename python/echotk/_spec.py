@@ -20,8 +20,8 @@ class Spec:
     `algorithm` ("owner" | "ring") and `exact_max_count` (messages of at most this many elements
     take the exact path) are the CLI's `--algorithm` and `--exact-max-count`.
 
-    The transport options of docs/numerics.md 2.4-2.6 (docs/outliers.md), CPU reference only:
-    `outliers` (0, 1, 2: values per group sent exactly as bf16 with their index), `overflow_groups`
+    The transport options of docs/numerics.md 2.4-2.6 (docs/outliers.md): the CPU reference
+    implements all three, the CUDA paths every value but outliers != 0. `outliers` (0, 1, 2: values per group sent exactly as bf16 with their index), `overflow_groups`
     ("poison" | "wide": a finite group whose fp16 scale overflows gets NaN or a flagged bf16 scale)
     and `rotation` ("none" | "hadamard": randomized Hadamard transform of every full group), the
     CLI's `--outliers`, `--overflow-groups` and `--rotation`.
@@ -67,7 +67,7 @@ class Spec:
 
     @property
     def is_plain(self) -> bool:
-        """Whether no transport option is set (QuantSpec::is_plain): what the CUDA paths implement."""
+        """Whether no transport option is set (QuantSpec::is_plain): the default spec."""
         return self.outliers == 0 and self.overflow_groups == "poison" and self.rotation == "none"
 
     def wire_bits_per_element(self) -> float:

@@ -156,7 +156,7 @@ def add_spec_options(parser: argparse.ArgumentParser):
         parser.add_argument(f"--{name}", type=float, default=getattr(d, name))
     parser.add_argument("--state-dtype", default=d.state_dtype, choices=["fp32", "bf16", "float32", "bfloat16"])
     parser.add_argument("--exact-max-count", type=int, default=d.exact_max_count)
-    # The transport options (cli/spec_options.cpp add_transport_options): CPU reference only.
+    # The transport options (cli/spec_options.cpp add_transport_options); --outliers is CPU reference only.
     parser.add_argument("--outliers", type=int, default=d.outliers, choices=[0, 1, 2],
                         help="per group, this many largest-magnitude values travel as bf16 with their index "
                              "(4 wire bytes each)")

@@ -158,13 +158,21 @@ def test_bad_input_raises():
 
 
 @needs_kernel
-@pytest.mark.parametrize("spec", [echotk.Spec(outliers=1), echotk.Spec(rotation="hadamard"),
-                                  echotk.Spec(overflow_groups="wide")], ids=["outliers", "rotation", "wide"])
+@pytest.mark.parametrize("spec", [echotk.Spec(rotation="hadamard"), echotk.Spec(overflow_groups="wide"),
+                                  echotk.Spec(rotation="hadamard", overflow_groups="wide", group=256, residual="local")],
+                         ids=["rotation", "wide", "both-g256-local"])
+def test_wide_groups_and_rotation_match_the_reference(spec):
+    """The emulation implements wide groups and the rotation (docs/numerics.md 2.4, 2.6)."""
+    compare(spec, 4, 4099, directions=("forward", "forward", "backward", "forward"))
+
+
+@needs_kernel
+@pytest.mark.parametrize("spec", [echotk.Spec(outliers=1), echotk.Spec(outliers=2, rotation="hadamard")],
+                         ids=["outliers1", "outliers2-rotation"])
 def test_transport_options_raise_not_abort(spec):
-    """The CPU-reference-only options (docs/outliers.md): echotk.AllReduce refuses them up front, and
-    the binding refuses them to a caller of the op or of the binding (the emulation's own checks
-    would let them through and run plain Echo)."""
-    with pytest.raises(ValueError, match="CUDA path"):
+    """Outliers sent exactly are CPU reference only (docs/outliers.md): echotk.AllReduce refuses them
+    up front, and the emulation's own checks refuse them to a caller of the op or of the binding."""
+    with pytest.raises(ValueError, match="CUDA path implements outliers 0 only"):
         echotk.AllReduce(4, spec, device="cuda")
     x = contributions(4, 256, "bf16", 5).cuda()
     handle = spec.handle(4)

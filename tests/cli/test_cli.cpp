@@ -317,7 +317,8 @@ BOOST_AUTO_TEST_CASE(replay_cuda_backend_refuses_what_it_does_not_implement) {
 }
 
 // The transport options (docs/numerics.md 2.4-2.6) reach replay and compare, are recorded in the
-// result, change the outputs, and are refused by the CUDA backend and when out of range.
+// result and change the outputs; outliers are refused by the CUDA backend, and every option when
+// out of range.
 BOOST_AUTO_TEST_CASE(transport_options_reach_replay_and_compare) {
   TempDir dir;
   const std::string trace = data_path("tests/data/good_small.h5");

@@ -34,7 +34,38 @@ struct Case {
   std::size_t exact_capacity = 0;  // elements per exact-path round; 0: the library default
   DType state_dtype = DType::kFloat32;  // compensator averages
   std::size_t split_tail_min_count = cuda::kDefaultSplitTailMinCount;  // CommOptions::split_tail_min_count
+  OverflowGroups overflow = OverflowGroups::kPoison;  // QuantSpec::overflow (docs/numerics.md 2.4)
+  bool wide_values = false;  // test::make_wide_input: magnitudes to 1e37 and the fp16 scale boundary
+  Rotation rotation = Rotation::kNone;  // QuantSpec::rotation (docs/numerics.md 2.6)
+  int group = 128;                      // QuantSpec::group
 };
+
+// The largest finite value of a dtype.
+double dtype_max(DType d) {
+  return d == DType::kFloat16 ? 65504.0 : d == DType::kBFloat16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
+}
+
+// Finite in, finite out (docs/numerics.md 2.4): with wide groups every output whose exact sum of
+// inputs is within half the dtype's range (room for the quantization error and the compensator's
+// corrections) is finite, and every rank holds the same bits.
+void check_finite_and_rank_identical(const std::vector<std::vector<float>>& in,
+                                     const std::vector<std::vector<float>>& out, DType dtype,
+                                     const std::string& what) {
+  const double limit = 0.5 * dtype_max(dtype);
+  for (std::size_t i = 0; i < out[0].size(); ++i) {
+    double sum = 0.0;
+    for (const auto& x : in) sum += x[i];
+    if (std::fabs(sum) <= limit) {
+      BOOST_REQUIRE_MESSAGE(std::isfinite(out[0][i]), what + ": output " + std::to_string(i) + " is " +
+                                                          std::to_string(out[0][i]) + " for the finite sum " +
+                                                          std::to_string(sum));
+    }
+  }
+  for (std::size_t r = 1; r < out.size(); ++r) {
+    BOOST_REQUIRE_MESSAGE(std::memcmp(out[r].data(), out[0].data(), out[0].size() * 4) == 0,
+                          what + ": rank " + std::to_string(r) + " differs from rank 0");
+  }
+}
 
 // A switch-over well inside the default exact-path round, so the sweeps stay quick; the library's
 // own default is checked at its boundary separately.
@@ -43,7 +74,9 @@ constexpr std::size_t kTestExactMax = 131072;
 std::string describe(const Case& c, std::size_t n, int pass, int site) {
   return std::string(quantizer_name(c.kind)) + " b" + std::to_string(c.bits) + " " +
          compensator_mode_name(c.mode) + "/" + residual_mode_name(c.residual) + " " + dtype_name(c.dtype) +
-         " P" + std::to_string(c.ranks) + " " + direction_name(c.direction) + " exact<=" +
+         " P" + std::to_string(c.ranks) + " " + direction_name(c.direction) +
+         (c.overflow == OverflowGroups::kWide ? " wide" : "") + (c.wide_values ? " (wide values)" : "") +
+         (c.rotation == Rotation::kHadamard ? " hadamard" : "") + " g" + std::to_string(c.group) + " exact<=" +
          std::to_string(c.exact_max_count) + (c.split_tail_min_count == 0 ? " split" : "") +
          " n=" + std::to_string(n) + " pass " + std::to_string(pass) +
          " site " + std::to_string(site);
@@ -73,6 +106,9 @@ void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes
   spec.compensator.mode = c.mode;
   spec.compensator.residual = c.residual;
   spec.compensator.state_dtype = c.state_dtype;
+  spec.quant.overflow = c.overflow;
+  spec.quant.rotation = c.rotation;
+  spec.quant.group = c.group;
   std::unique_ptr<cuda::HostGroup> group;
   const Status created = cuda::HostGroup::create(c.ranks, spec, &group, c.exact_capacity, c.split_tail_min_count);
   BOOST_REQUIRE_MESSAGE(created.ok(), created.message());
@@ -88,8 +124,9 @@ void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes
         std::vector<const float*> ip(c.ranks);
         std::vector<float*> og(c.ranks), orf(c.ranks), xg(c.ranks), xr(c.ranks);
         for (int r = 0; r < c.ranks; ++r) {
-          in[r] = test::make_input(1000003ull * n + 7919ull * pass + 101ull * site + r, n, c.dtype,
-                                   spec.quant.group);
+          const std::uint64_t seed = 1000003ull * n + 7919ull * pass + 101ull * site + r;
+          in[r] = c.wide_values ? test::make_wide_input(seed, n, c.dtype, spec.quant.group, r)
+                                : test::make_input(seed, n, c.dtype, spec.quant.group);
           if (c.specials) {
             // Poison a few groups on some ranks: the reduced group must be NaN on every rank and
             // counted once. NaNs of both signs with payloads: every NaN written is canonical.
@@ -131,6 +168,11 @@ void check_case(const Case& c, const std::vector<std::size_t>& sizes, int passes
           BOOST_REQUIRE_MESSAGE(test::nans_are_canonical(out_gpu[r]) && test::nans_are_canonical(xp_gpu[r]),
                                 describe(c, n, pass, site) + ": a NaN of rank " + std::to_string(r) +
                                     " is not the canonical one");
+        }
+        // (A rotation's butterflies may overflow near FLT_MAX / g: no finiteness promise there.)
+        if (c.wide_values && !c.specials && c.rotation == Rotation::kNone) {
+          check_finite_and_rank_identical(in, out_gpu, c.dtype, describe(c, n, pass, site));
+          BOOST_CHECK_EQUAL(rep_gpu.poisoned_groups, 0u);
         }
         BOOST_CHECK_EQUAL(rep_gpu.poisoned_groups, rep_ref.poisoned_groups);
         BOOST_CHECK_EQUAL(rep_gpu.exact_path, rep_ref.exact_path);
@@ -355,4 +397,129 @@ BOOST_AUTO_TEST_CASE(large_message_many_tiles_and_rounds) {
              {(std::size_t{1} << 23) + 77}, 1, 2);
   check_case({QuantizerKind::kSymmetric, 8, CompensatorMode::kOff, ResidualMode::kGlobal, DType::kFloat32, 3},
              {(std::size_t{1} << 23) + 77}, 1, 1);
+}
+
+// Overflow-groups wide (docs/numerics.md 2.4): groups at and one dtype step past the fp16 scale
+// limit (poisoned under the default, a flagged bf16 scale here) and magnitudes up to 1e37, in the
+// push (each rank's groups) and the gather (the owner's sums), over P = 2, 4, 8, 4 and 8 bits, the
+// compensator off, dual with the global residual and dual with the local one, forward and backward,
+// every dtype: bit for bit the reference's outputs, x' and report, every output finite unless the
+// sum itself leaves the dtype's range, and the same on every rank.
+BOOST_AUTO_TEST_CASE(wide_groups_past_the_fp16_scale_limit) {
+  if (!have_gpu()) return;
+  struct Comp {
+    CompensatorMode mode;
+    ResidualMode residual;
+  };
+  const Comp comps[] = {{CompensatorMode::kOff, ResidualMode::kGlobal},
+                        {CompensatorMode::kDual, ResidualMode::kGlobal},
+                        {CompensatorMode::kDual, ResidualMode::kLocal}};
+  for (int p : {2, 4, 8}) {
+    for (int bits : {4, 8}) {
+      for (const Comp& cm : comps) {
+        for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+          for (Direction dir : {Direction::kForward, Direction::kBackward}) {
+            Case c{p % 4 == 0 ? QuantizerKind::kZeroAware : QuantizerKind::kSymmetric, bits, cm.mode, cm.residual, dt, p,
+                   dir};
+            c.overflow = OverflowGroups::kWide;
+            c.wide_values = true;
+            check_case(c, {4097, 65537}, 1, 3);
+          }
+        }
+      }
+    }
+  }
+  // The naive quantizer, bf16 state and the split tail kernel once each.
+  Case naive{QuantizerKind::kNaive, 4, CompensatorMode::kSingle, ResidualMode::kLocal, DType::kFloat32, 3};
+  naive.overflow = OverflowGroups::kWide;
+  naive.wide_values = true;
+  naive.state_dtype = DType::kBFloat16;
+  check_case(naive, {1, 127, 12345, 300001}, 2, 3);
+  naive.split_tail_min_count = 0;
+  check_case(naive, {12345, 300001}, 1, 3);
+}
+
+// Overflow-groups wide changes nothing where no group passes the fp16 scale limit, and non-finite
+// values still poison their groups (counted as under the default).
+BOOST_AUTO_TEST_CASE(wide_groups_below_the_limit_and_with_non_finite_values) {
+  if (!have_gpu()) return;
+  for (DType dt : {DType::kBFloat16, DType::kFloat32}) {
+    Case plain{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, ResidualMode::kLocal, dt, 4};
+    plain.overflow = OverflowGroups::kWide;
+    check_case(plain, kAwkward, 1, 3);
+    Case specials{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, ResidualMode::kGlobal, dt, 3};
+    specials.overflow = OverflowGroups::kWide;
+    specials.specials = true;
+    check_case(specials, {5000, 70001}, 1, 3);
+  }
+}
+
+// Rotation (docs/numerics.md 2.6): every rank rotates the groups it sends, the owner its own and
+// then the sum it gathers; every rank de-rotates; the compensator state stays unrotated (the local
+// residual de-rotates the push and the owner sum). Partial last groups are not rotated (awkward
+// sizes). P = 2, 3, 4, 8; 4 and 8 bits; compensator off, dual global, dual local, single local with
+// bf16 state; forward and backward; every dtype; group sizes from one lane (16) to a whole warp
+// (1024, or 256 on 8-element lanes).
+BOOST_AUTO_TEST_CASE(hadamard_rotation) {
+  if (!have_gpu()) return;
+  struct Comp {
+    CompensatorMode mode;
+    ResidualMode residual;
+    DType state;
+  };
+  const Comp comps[] = {{CompensatorMode::kOff, ResidualMode::kGlobal, DType::kFloat32},
+                        {CompensatorMode::kDual, ResidualMode::kGlobal, DType::kFloat32},
+                        {CompensatorMode::kDual, ResidualMode::kLocal, DType::kFloat32},
+                        {CompensatorMode::kSingle, ResidualMode::kLocal, DType::kBFloat16}};
+  for (int p : {2, 3, 4, 8}) {
+    for (int bits : {4, 8}) {
+      for (const Comp& cm : comps) {
+        for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+          for (Direction dir : {Direction::kForward, Direction::kBackward}) {
+            if (dir == Direction::kBackward && cm.mode == CompensatorMode::kOff) continue;
+            Case c{p % 2 ? QuantizerKind::kSymmetric : QuantizerKind::kZeroAware, bits, cm.mode, cm.residual, dt, p, dir};
+            c.state_dtype = cm.state;
+            c.rotation = Rotation::kHadamard;
+            check_case(c, {1000, 65537}, 1, 3);
+          }
+        }
+      }
+    }
+  }
+  for (int group : {16, 64, 256, 1024}) {
+    for (const Comp& cm : comps) {
+      Case c{QuantizerKind::kZeroAware, 4, cm.mode, cm.residual, DType::kBFloat16, 3};
+      c.state_dtype = cm.state;
+      c.rotation = Rotation::kHadamard;
+      c.group = group;
+      const auto g = static_cast<std::size_t>(group);
+      check_case(c, {1, g - 1, 5 * g + 3, 70001}, 2, 3);
+    }
+  }
+  // The split tail kernel, the naive quantizer and many tiles.
+  Case split{QuantizerKind::kNaive, 4, CompensatorMode::kDual, ResidualMode::kLocal, DType::kBFloat16, 4};
+  split.rotation = Rotation::kHadamard;
+  split.split_tail_min_count = 0;
+  check_case(split, {12345, (std::size_t{1} << 20) + 77}, 1, 3);
+}
+
+// Rotation with non-finite inputs (a NaN or Inf spreads over its whole rotated group, which is
+// poisoned) and with wide groups (docs/numerics.md 2.4 and 2.6 together).
+BOOST_AUTO_TEST_CASE(hadamard_rotation_with_non_finite_values_and_wide_groups) {
+  if (!have_gpu()) return;
+  for (DType dt : {DType::kBFloat16, DType::kFloat32}) {
+    for (ResidualMode res : {ResidualMode::kGlobal, ResidualMode::kLocal}) {
+      Case specials{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, res, dt, 3};
+      specials.rotation = Rotation::kHadamard;
+      specials.specials = true;
+      check_case(specials, {5000, 70001}, 1, 3);
+      for (int p : {2, 4}) {
+        Case wide{QuantizerKind::kZeroAware, 4, CompensatorMode::kDual, res, dt, p};
+        wide.rotation = Rotation::kHadamard;
+        wide.overflow = OverflowGroups::kWide;
+        wide.wide_values = true;
+        check_case(wide, {4097, 65537}, 2, 3);
+      }
+    }
+  }
 }

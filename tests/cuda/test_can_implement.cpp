@@ -30,26 +30,38 @@ BOOST_AUTO_TEST_CASE(other_bit_widths_and_the_ring_are_unsupported) {
   BOOST_TEST(s.message() == "the CUDA path implements the owner algorithm only, got ring");
 }
 
-// The peer-to-peer path refuses them (wide groups and the rotation run in the one-GPU emulation:
-// test_emulate_args.cpp).
-BOOST_AUTO_TEST_CASE(the_transport_options_are_not_in_the_p2p_path) {
+BOOST_AUTO_TEST_CASE(wide_groups_and_rotation_are_implemented) {
+  AllReduceSpec spec;
+  for (OverflowGroups overflow : {OverflowGroups::kPoison, OverflowGroups::kWide}) {
+    for (Rotation rotation : {Rotation::kNone, Rotation::kHadamard}) {
+      for (int bits : {4, 8}) {
+        for (QuantizerKind kind : {QuantizerKind::kZeroAware, QuantizerKind::kNaive, QuantizerKind::kSymmetric}) {
+          for (CompensatorMode mode : {CompensatorMode::kOff, CompensatorMode::kSingle, CompensatorMode::kDual}) {
+            spec.quant.overflow = overflow;
+            spec.quant.rotation = rotation;
+            spec.quant.bits = bits;
+            spec.quant.kind = kind;
+            spec.compensator.mode = mode;
+            for (int ranks = 1; ranks <= kMaxRanks; ++ranks) BOOST_TEST(can_implement(spec, ranks).ok());
+          }
+        }
+      }
+    }
+  }
+  // They do not lift the other limits.
+  spec.quant.bits = 3;
+  BOOST_TEST((can_implement(spec, 2).code() == StatusCode::kUnsupported));
+}
+
+BOOST_AUTO_TEST_CASE(outliers_are_cpu_reference_only) {
   AllReduceSpec spec;
   spec.quant.outliers = 1;
-  Status s = can_implement(spec, 2);
+  spec.quant.overflow = OverflowGroups::kWide;
+  spec.quant.rotation = Rotation::kHadamard;
+  const Status s = can_implement(spec, 2);
   BOOST_TEST((s.code() == StatusCode::kUnsupported));
   BOOST_TEST(s.message().find("outliers 0 only") != std::string::npos);
-  spec.quant.outliers = 0;
-  spec.quant.overflow = OverflowGroups::kWide;
-  s = can_implement(spec, 2);
-  BOOST_TEST((s.code() == StatusCode::kUnsupported));
-  BOOST_TEST(s.message().find("overflow-groups poison only") != std::string::npos);
-  BOOST_TEST(s.message().find("one-GPU emulation") != std::string::npos);
-  spec.quant.overflow = OverflowGroups::kPoison;
-  spec.quant.rotation = Rotation::kHadamard;
-  s = can_implement(spec, 2);
-  BOOST_TEST((s.code() == StatusCode::kUnsupported));
-  BOOST_TEST(s.message().find("rotation none only") != std::string::npos);
-  BOOST_TEST(s.message().find("one-GPU emulation") != std::string::npos);
+  BOOST_TEST(s.message().find("CPU reference only), got 1") != std::string::npos);
   spec.quant.outliers = 3;  // invalid, not merely unsupported
   BOOST_TEST((can_implement(spec, 2).code() == StatusCode::kInvalidArgument));
 }

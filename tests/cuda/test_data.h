@@ -3,6 +3,7 @@
 // and subnormal groups, large magnitudes). Never all zeros, so an unwritten output cannot pass.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,47 @@ inline std::vector<float> make_input(std::uint64_t seed, std::size_t count, DTyp
         default: v = normal(rng) * scale; break;
       }
       x[i] = round_to_dtype(v, dtype);
+    }
+  }
+  return x;
+}
+
+// The range of a 4-bit group at the fp16 scale limit (65504 * 15, docs/numerics.md 2.1): a group
+// spanning more takes the wide map under overflow-groups wide (2.4).
+inline constexpr float kFp16ScaleLimitRange = 65504.0f * 15.0f;
+
+// Inputs for overflow-groups wide (docs/numerics.md 2.4): make_input's groups scaled by 10^e for
+// e cycling through 0..37 (bf16, fp32; fp16 inputs stay in range and reach the limit only as sums
+// of +-65504 groups on every rank), and on rank 0 groups at and just past the fp16 scale limit
+// (top value the largest dtype value <= kFp16ScaleLimitRange or the next one up, a 1 and zeros;
+// the other ranks send zeros there, so the owner's sum meets the same boundary).
+inline std::vector<float> make_wide_input(std::uint64_t seed, std::size_t count, DType dtype, int group, int rank) {
+  std::vector<float> x = make_input(seed, count, dtype, group);
+  const std::size_t groups = (count + group - 1) / group;
+  for (std::size_t gi = 0; gi < groups; ++gi) {
+    const std::size_t begin = gi * group;
+    const std::size_t end = std::min(count, begin + static_cast<std::size_t>(group));
+    const int kind = static_cast<int>(gi % 5);
+    if (kind <= 1 && dtype != DType::kFloat16) {
+      // At the limit (kind 0) or one dtype step past it (kind 1).
+      std::uint32_t b;
+      std::memcpy(&b, &kFp16ScaleLimitRange, 4);
+      if (dtype == DType::kBFloat16) b &= 0xFFFF0000u;  // the largest bf16 <= the limit
+      if (kind == 1) b += dtype == DType::kBFloat16 ? 0x10000u : 1u;
+      float top;
+      std::memcpy(&top, &b, 4);
+      for (std::size_t i = begin; i < end; ++i) x[i] = 0.0f;
+      if (rank == 0) {
+        x[begin] = top;
+        if (begin + 1 < end) x[begin + 1] = 1.0f;
+      }
+    } else if (dtype == DType::kFloat16) {
+      if (kind == 2) {
+        for (std::size_t i = begin; i < end; ++i) x[i] = (i % 2 ? -65504.0f : 65504.0f);
+      }
+    } else {
+      const float f = std::pow(10.0f, static_cast<float>((gi / 5 * 3 + kind) % 38));
+      for (std::size_t i = begin; i < end; ++i) x[i] = round_to_dtype(x[i] * f, dtype);
     }
   }
   return x;

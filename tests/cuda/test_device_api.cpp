@@ -191,6 +191,58 @@ BOOST_AUTO_TEST_CASE(lean_tiles_match_the_reference) {
   }
 }
 
+// Overflow-groups wide (docs/numerics.md 2.4) and the Hadamard rotation (2.6) in the lean loops:
+// whole aligned bf16 tiles whose groups reach magnitudes up to 1e37 and the fp16 scale boundary
+// (test::make_wide_input; ordinary inputs with the rotation alone), fused and split, uncompensated
+// and with the configurations the lean loops are compiled for.
+BOOST_AUTO_TEST_CASE(lean_tiles_with_wide_groups_and_rotation_match_the_reference) {
+  if (!test::gpu_present()) return;
+  const std::size_t n = (std::size_t{1} << 19) + 77;
+  for (int p : {2, 4}) {
+    for (std::size_t split_min : {cuda::kDefaultSplitTailMinCount, std::size_t{0}}) {
+      cuda::CommOptions opt;
+      opt.split_tail_min_count = split_min;
+      DeviceGroup g;
+      g.create(p, opt, n);
+      for (int bits : {4, 8}) {
+        for (int option = 0; option < 6; ++option) {
+          const CompensatorMode mode = option % 2 ? CompensatorMode::kDual : CompensatorMode::kOff;
+          const bool wide = option < 4;                 // wide groups, wide values
+          const bool rotate = option >= 2;              // the Hadamard rotation
+          AllReduceSpec spec = spec_of(DType::kBFloat16, mode, ResidualMode::kLocal);
+          spec.quant.bits = bits;
+          spec.quant.overflow = wide ? OverflowGroups::kWide : OverflowGroups::kPoison;
+          spec.quant.rotation = rotate ? Rotation::kHadamard : Rotation::kNone;
+          spec.compensator.state_dtype = DType::kBFloat16;
+          spec.exact_max_count = 0;
+          for (int r = 0; r < p; ++r) {
+            if (g.states[r] != nullptr) TEST_OK(cuda::reset_compensator(g.states[r], g.streams[r]));
+          }
+          std::vector<std::vector<float>> in(p);
+          for (int r = 0; r < p; ++r) {
+            in[r] = wide ? test::make_wide_input(57 + r, n, spec.dtype, 128, r) : test::make_input(57 + r, n, spec.dtype, 128);
+          }
+          for (int call = 0; call < 2; ++call) {
+            std::vector<std::vector<float>> got;
+            run_shifted(g, spec, n, 0, true, in, &got);
+            const auto want = reference_after(spec, p, n, in, call + 1);
+            for (int r = 0; r < p; ++r) {
+              BOOST_REQUIRE_MESSAGE(test::same_bits(got[r], want[r]),
+                                    (wide ? "wide " : "") << (rotate ? "hadamard " : "") << "P" << p << " " << bits
+                                                          << "-bit " << compensator_mode_name(mode) << " split from "
+                                                          << split_min << " call " << call << " rank " << r);
+            }
+            if (wide && !rotate) {
+              for (float v : got[0]) BOOST_REQUIRE(std::isfinite(v));
+            }
+          }
+        }
+      }
+      g.destroy();
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(cuda_graph_replay) {
   if (!test::gpu_present()) return;
   const int p = 4;
@@ -380,19 +432,33 @@ BOOST_AUTO_TEST_CASE(thread_per_gpu_and_nccl_transport_bit_identical) {
     std::size_t n;
   };
   const std::size_t exact_max = cuda::default_exact_max_count(p);
+  constexpr std::size_t kWideShape = 70003;
   for (const Shape& sh : {Shape{CompensatorMode::kOff, ResidualMode::kGlobal, Direction::kForward, 1234567},
                           Shape{CompensatorMode::kDual, ResidualMode::kLocal, Direction::kForward, 1234567},
                           Shape{CompensatorMode::kDual, ResidualMode::kGlobal, Direction::kForward, 1234567},
                           Shape{CompensatorMode::kDual, ResidualMode::kLocal, Direction::kBackward, 1234567},
                           Shape{CompensatorMode::kOff, ResidualMode::kGlobal, Direction::kForward, 70001},
-                          Shape{CompensatorMode::kDual, ResidualMode::kLocal, Direction::kBackward, 70001}}) {
+                          Shape{CompensatorMode::kDual, ResidualMode::kLocal, Direction::kBackward, 70001},
+                          Shape{CompensatorMode::kOff, ResidualMode::kGlobal, Direction::kForward, kWideShape},
+                          Shape{CompensatorMode::kDual, ResidualMode::kLocal, Direction::kBackward, kWideShape}}) {
     const std::size_t n = sh.n;
     const CompensatorMode mode = sh.mode;
     const ResidualMode res = sh.res;
     AllReduceSpec spec = spec_of(DType::kBFloat16, mode, res);
     spec.direction = sh.dir;
     spec.exact_max_count = exact_max;
-    const auto in = inputs(p, n, spec.dtype, 21);
+    // The kWideShape shapes: wide groups (docs/numerics.md 2.4) past the fp16 scale limit, on the
+    // quantized path; the backward one with the Hadamard rotation (2.6) as well.
+    const bool wide = n == kWideShape;
+    if (wide) {
+      spec.quant.overflow = OverflowGroups::kWide;
+      spec.exact_max_count = 0;
+      if (sh.dir == Direction::kBackward) spec.quant.rotation = Rotation::kHadamard;
+    }
+    std::vector<std::vector<float>> in = inputs(p, n, spec.dtype, 21);
+    if (wide) {
+      for (int r = 0; r < p; ++r) in[r] = test::make_wide_input(21 + r, n, spec.dtype, 128, r);
+    }
     const auto want = reference_after(spec, p, n, in, 2);
     for (cuda::Transport t : {cuda::Transport::kPeerToPeer, cuda::Transport::kNccl}) {
       cuda::CommOptions opt;

@@ -10,9 +10,9 @@ namespace echo::cuda {
 
 // Ok when the CUDA path can run `spec` over `ranks` ranks. An invalid spec (AllReduceSpec::validate:
 // ranks, bits, group, compensator) is kInvalidArgument; a valid one the kernels do not implement is
-// kUnsupported: they do 4 and 8 bits, the owner algorithm, and the plain transport only (no
-// outliers, poisoned overflow groups, no rotation: docs/numerics.md 2.4-2.6). echo/cuda/communicator.h adds
-// the overload that checks CommOptions too.
+// kUnsupported: they do 4 and 8 bits, the owner algorithm, poisoned or wide overflow groups and
+// either rotation, but no outliers sent exactly (docs/numerics.md 2.4-2.6). echo/cuda/communicator.h adds the
+// overload that checks CommOptions too.
 Status can_implement(const AllReduceSpec& spec, int ranks);
 
 }  // namespace echo::cuda

@@ -24,9 +24,9 @@ struct JobSlot {
   int ok;
 };
 
-template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH>
+template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH, bool OPTIONS = false>
 __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owner_allreduce_kernel(CallArgs a, bool last_round) {
-  using V = OwnerVariant<D, BITS, E, COMP, STAGES, PEER_BATCH>;
+  using V = OwnerVariant<D, BITS, E, COMP, STAGES, PEER_BATCH, OPTIONS>;
   __shared__ JobSlot slot;
   extern __shared__ uint4 staging[];  // staged_bytes<D, BITS, E, COMP>() bytes, or none
   const unsigned long long epoch = a.control->seq + 1;

@@ -11,6 +11,7 @@
 #include "kernels/owner/job_trace.cuh"
 #include "kernels/owner/tiles.cuh"
 #include "kernels/owner/variant.cuh"
+#include "hadamard_lanes.cuh"
 #include "lane_ops.cuh"
 #include "staged_loads.cuh"
 
@@ -31,6 +32,7 @@ struct OwnerStages {
   static constexpr bool kStaged = V::kStaged;
   static constexpr int kStagedStateBytes = V::kStagedStateBytes;
   static constexpr bool kLeanVariant = V::kLeanVariant;
+  static constexpr bool kOptions = V::kOptions;
   using Codes = PackedCodes<BITS, E>;
   using Input = InputWords<D, E>;
   using Staged = StagedLane<D, E, kStagedStateBytes>;
@@ -196,6 +198,26 @@ struct OwnerStages {
     codes.pack(b);
   }
 
+  // Rotation (docs/numerics.md 2.6): whether the lane's group is rotated, the instance being the
+  // options one, the call rotating and the group being a full one of the message (a partial last
+  // group is not). Uniform over the group's
+  // lanes, so it may enclose the rotation's shuffles.
+  template <bool LEAN = false>
+  __device__ __forceinline__ bool rotated_group(const LaneGroup& g) const {
+    return kOptions && a.rotation && (LEAN || (g.active && (g.grp + 1) * static_cast<std::size_t>(a.group) <= a.count));
+  }
+
+  // Codes of a lane under a wide map (takes_wide_map, off the common path): quantize_lane's codes
+  // with encode_bits_wide (docs/numerics.md 2.4 step 4).
+  __device__ __forceinline__ void quantize_lane_wide(const GroupMap& map, const float (&v)[E], int valid,
+                                                     Codes& codes) const {
+    unsigned bits[E];
+    encode_lane_wide<E>(map, v, bits);
+#pragma unroll
+    for (int k = 0; k < E; ++k) bits[k] = (map.poisoned || k >= valid) ? 0u : bits[k];
+    codes.pack(bits);
+  }
+
   // The job trace's recorder (job_trace.cuh): an empty policy unless ECHO_CUDA_JOB_TRACE.
   JobRecorder rec;
 
@@ -203,10 +225,27 @@ struct OwnerStages {
   __device__ void push(int dest, int tile);
   template <bool LEAN, int CONFIG = kConfigAny>
   __device__ __forceinline__ void push_tile(int dest, int tile, const TileRange& tr);
+  template <bool LEAN>
+  __device__ __forceinline__ void push_wide_lane(const CompensatorArgs& c, const LaneGroup& g, const GroupStats& st,
+                                                 std::size_t lg, unsigned char* slot, const float (&x)[E],
+                                                 const float (&xs)[E], float (&m1)[E], float (&m2)[E]) const;
   __device__ __forceinline__ void load_copy(int r, std::size_t lg, Codes& c, unsigned& w) const;
   __device__ __forceinline__ void sum_copies(const LaneGroup& g, std::size_t lg, const float (&xs)[E],
                                              float (&acc)[E]) const;
   __device__ bool reduce(int tile);
+  template <bool LEAN>
+  __device__ __forceinline__ void reduce_wide_lane(const CompensatorArgs& c, const LaneGroup& g, const GroupStats& st,
+                                                   std::size_t lg, const float (&acc)[E], float (&m1)[E],
+                                                   float (&m2)[E]) const;
+  template <bool LEAN>
+  __device__ __forceinline__ bool rotated_output_of(const CompensatorArgs& c, const LaneGroup& g, const Codes& codes,
+                                                    const DecodeParams& dp, float (&y)[E]) const;
+  template <bool LEAN>
+  __device__ __forceinline__ void rotated_output(const CompensatorArgs& c, const LaneGroup& g, float (&v)[E],
+                                                 float (&y)[E]) const;
+  template <bool LEAN>
+  __device__ __forceinline__ void owner_residual(const CompensatorArgs& c, const LaneGroup& g, const float (&acc)[E],
+                                                 const float (&y)[E], float (&m1)[E], float (&m2)[E]) const;
   template <bool LEAN, int CONFIG = kConfigAny>
   __device__ __forceinline__ bool reduce_tile(int tile, const TileRange& tr);
   __device__ __forceinline__ void prefetch_slot(const unsigned char* slot, std::size_t lg_base, std::size_t it,

@@ -31,14 +31,15 @@ constexpr std::size_t staged_bytes() {
 // + reduce kernel for any other (with four peers' copies loaded at once when there are more than
 // two ranks, one otherwise: the batch's registers slow the push by 1-3%, which only P > 2 wins
 // back). The caller picks fused or split per call (owner_allreduce_splits_tail).
-template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH = default_peer_batch(E, COMP)>
+template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH = default_peer_batch(E, COMP),
+          bool OPTIONS = false>
 cudaError_t launch_instance(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
-  using S = OwnerVariant<D, BITS, E, COMP, STAGES, PEER_BATCH>;
+  using S = OwnerVariant<D, BITS, E, COMP, STAGES, PEER_BATCH, OPTIONS>;
   // A launch reserves the staging buffers only when its call stages (the 16-element lanes with fp32
   // state do not, and run faster without the reservation: docs/performance.md, "Staged loads in
   // shared memory"); the tail stages nothing.
   const bool stages = S::kStaged && (S::kStagedStateBytes != 2 || a.comp.bf16_state) && STAGES != kTailStages;
-  owner_allreduce_kernel<D, BITS, E, COMP, STAGES, PEER_BATCH>
+  owner_allreduce_kernel<D, BITS, E, COMP, STAGES, PEER_BATCH, OPTIONS>
       <<<grid, kBlockThreads, stages ? staged_bytes<D, BITS, E, COMP>() : 0, stream>>>(a, last_round);
   return cudaGetLastError();
 }
@@ -48,6 +49,12 @@ constexpr int kSplitPeerBatch = 4;
 
 template <DType D, int BITS, int E, bool COMP>
 cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
+  // Calls with transport options: the fused options instance for every launch (it runs the stages
+  // a launch names, so also a split call's push + reduce and tail launches).
+  if (a.wide_groups || a.rotation) {
+    return launch_instance<D, BITS, E, COMP, kFusedStages, default_peer_batch(E, COMP), true>(a, last_round, grid,
+                                                                                           stream);
+  }
   if constexpr (owner_split_tail(E, COMP)) {
     if (a.stages == kTailStages) return launch_instance<D, BITS, E, COMP, kTailStages>(a, last_round, grid, stream);
     if ((a.stages & kStageTail) == 0) {
@@ -96,16 +103,20 @@ struct Instances {
   static const void* fused() {
     return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kFusedStages, kBatch>);
   }
+  static const void* options() {
+    return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kFusedStages, kBatch, true>);
+  }
   static const void* push_reduce() { return split_kernel<kPushReduceStages>(); }
   static const void* batched() { return split_kernel<kPushReduceStages, kSplitPeerBatch>(); }
   static const void* tail() { return split_kernel<kTailStages>(); }
-  // The kernels that take the staging buffers (fused, push + reduce) and the tail.
-  static constexpr int kCount = 4;
+  // The kernels that take the staging buffers (fused, push + reduce, options) and the tail.
+  static constexpr int kCount = 5;
   static void list(const void* (&f)[kCount]) {
     f[0] = fused();
     f[1] = push_reduce();
     f[2] = batched();
     f[3] = tail();
+    f[4] = options();
   }
 };
 

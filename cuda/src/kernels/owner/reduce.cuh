@@ -48,11 +48,20 @@ __device__ __forceinline__ void OwnerStages<V>::sum_copies(const LaneGroup& g, s
         continue;
       }
       if (!g.active) continue;
-      const DecodeParams dp = params_of_word(pw[j], symmetric, BITS);
+      const DecodeParams dp = params_of_word<kOptions>(pw[j], symmetric, BITS);
       if (dp.s != dp.s) {
-        const float nan = poisoned_value();
+        if constexpr (kOptions) {
+          // A poisoned copy (NaN) or a wide group's (docs/numerics.md 2.4).
+          float q[E], v[E];
+          cw[j].code_values(q);
+          decode_special_lane<E>(pw[j], symmetric, BITS, q, v);
 #pragma unroll
-        for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], nan);
+          for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], v[k]);
+        } else {
+          const float nan = poisoned_value();
+#pragma unroll
+          for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], nan);
+        }
       } else {
         float q[E];
         cw[j].code_values(q);
@@ -110,6 +119,9 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     entry<LEAN>(c, g, cur, buf, x, m1, m2);
     float xs[E];
     scaled<LEAN>(x, xs);
+    if constexpr (kOptions) {  // the options instance only (push.cuh says why)
+      if (rotated_group<LEAN>(g)) rotate_lanes<E>(group_lanes(lm.lanes_per_group), xs);
+    }
     // fp32 sum in rank order; the owner's own copy is never quantized. A NaN sum poisons its
     // group, and reaches memory only through the local residual's state, stored canonical.
     float acc[E];
@@ -118,6 +130,12 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     if (!g.active) continue;
     // Gather: quantize the sum once and send the same codes to every peer.
     const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
+    if constexpr (kOptions) {
+      if (takes_wide_map(map, st, a.wide_groups)) {
+        reduce_wide_lane<LEAN>(c, g, st, lg, acc, m1, m2);
+        continue;
+      }
+    }
     if (map.poisoned && lm.lane_in_group == 0) ++poisoned;
     unsigned bits[E];
     Codes codes;
@@ -137,6 +155,8 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
 #pragma unroll
       for (int k = 0; k < E; ++k) y[k] = poisoned_value();
       store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
+    } else if (rotated_output_of<LEAN>(c, g, codes, dp, y)) {
+      // A rotated group's output (options instance only).
     } else {
       // Finite scale: the values are finite, the hardware conversion rounds them. The code values
       // come from `bits` (one subtraction each) or, with the state in registers, from the packed
@@ -158,11 +178,15 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     }
     if (COMP && c.residual == ResidualMode::kLocal) {
       // Local residual of the owner: its gather error, u = acc - y (gradient units).
-      float u[E];
+      if constexpr (kOptions) {
+        owner_residual<LEAN>(c, g, acc, y, m1, m2);
+      } else {
+        float u[E];
 #pragma unroll
-      for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
-      update_state<E>(c, u, m1, m2);
-      store_state<E>(c, g.e0, g.valid, m1, m2);
+        for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
+        update_state<E>(c, u, m1, m2);
+        store_state<E>(c, g.e0, g.valid, m1, m2);
+      }
     }
   }
   if (poisoned != 0) atomicAdd(&a.control->poisoned[(epoch - a.round) & 1], poisoned);
@@ -173,6 +197,103 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     store_release_sys(flag_at(a.peer_base[peer], a.layout.gather_flags_offset, a.rank, tile), epoch);
   }
   return true;
+}
+
+// Gather of a lane whose finite sum is past the fp16 scale range under overflow-groups wide
+// (docs/numerics.md 2.4): reduce_tile's gather with the wide map, its encoding and its decoding, in
+// the same order (the group is not poisoned, so it is not counted). A function of its own so that
+// the common loop carries none of it.
+template <class V>
+template <bool LEAN>
+__device__ __forceinline__ void OwnerStages<V>::reduce_wide_lane(const CompensatorArgs& c, const LaneGroup& g,
+                                                                 const GroupStats& st, std::size_t lg,
+                                                                 const float (&acc)[E], float (&m1)[E],
+                                                                 float (&m2)[E]) const {
+  const GroupMap map = make_wide_group_map(QuantParams{BITS, a.kind}, st.mn, st.mx);
+  Codes codes;
+  quantize_lane_wide(map, acc, g.valid, codes);
+  for (int r = a.nccl ? 0 : 1; r < (a.nccl ? 1 : a.ranks); ++r) {
+    const int peer = a.rank + r < a.ranks ? a.rank + r : a.rank + r - a.ranks;
+    unsigned char* slot = reinterpret_cast<unsigned char*>(a.peer_base[peer]) + a.layout.gather_offset +
+                          static_cast<std::size_t>(a.rank) * a.layout.slot_bytes;
+    codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
+    if (lm.lane_in_group == 0) store_params(slot + a.codes_bytes, lg, symmetric, map);
+  }
+  // The owner's output from the very codes it sent (a wide value past FLT_MAX is +-Inf).
+  float q[E], v[E], y[E];
+  codes.code_values(q);
+#pragma unroll
+  for (int k = 0; k < E; ++k) v[k] = map.poisoned ? poisoned_value() : decode_wide_value(map, q[k]);
+  if (!map.poisoned && rotated_group<LEAN>(g)) {
+    rotated_output<LEAN>(c, g, v, y);
+  } else {
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+      const float w = !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k];
+      y[k] = (COMP && c.residual == ResidualMode::kLocal) ? round_to<D>(w) : w;
+    }
+    store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
+  }
+  if (COMP && c.residual == ResidualMode::kLocal) owner_residual<LEAN>(c, g, acc, y, m1, m2);
+}
+
+// Options instance, a rotated group: its output from the gathered codes (rotated_output); false
+// (and nothing done) otherwise. The default instances compile none of it.
+template <class V>
+template <bool LEAN>
+__device__ __forceinline__ bool OwnerStages<V>::rotated_output_of(const CompensatorArgs& c, const LaneGroup& g,
+                                                                  const Codes& codes, const DecodeParams& dp,
+                                                                  float (&y)[E]) const {
+  if constexpr (kOptions) {
+    if (!rotated_group<LEAN>(g)) return false;
+    float q[E], v[E];
+    codes.code_values(q);
+#pragma unroll
+    for (int k = 0; k < E; ++k) v[k] = decode_finite_value(dp.s, dp.z, q[k]);
+    rotated_output<LEAN>(c, g, v, y);
+    return true;
+  } else {
+    return false;
+  }
+}
+
+// The owner's output of a rotated group (docs/numerics.md 2.6) from its decoded values v (rotated
+// units): de-rotated, back to gradient units, stored; y as the local residual uses it. A butterfly
+// may overflow, and Inf - Inf is a NaN: stored canonical (the common path's values cannot be NaN).
+template <class V>
+template <bool LEAN>
+__device__ __forceinline__ void OwnerStages<V>::rotated_output(const CompensatorArgs& c, const LaneGroup& g,
+                                                               float (&v)[E], float (&y)[E]) const {
+  unrotate_lanes<E>(group_lanes(lm.lanes_per_group), v);
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    const float w = !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k];
+    y[k] = (COMP && c.residual == ResidualMode::kLocal) ? round_to<D>(w) : w;
+  }
+  store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
+}
+
+// Local residual of the owner: its gather error u = acc - y in gradient units, with acc
+// de-rotated first in a rotated group (docs/numerics.md 2.6: the state stays unrotated).
+template <class V>
+template <bool LEAN>
+__device__ __forceinline__ void OwnerStages<V>::owner_residual(const CompensatorArgs& c, const LaneGroup& g,
+                                                               const float (&acc)[E], const float (&y)[E],
+                                                               float (&m1)[E], float (&m2)[E]) const {
+  float u[E];
+  if (rotated_group<LEAN>(g)) {
+    float s[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) s[k] = acc[k];
+    unrotate_lanes<E>(group_lanes(lm.lanes_per_group), s);
+#pragma unroll
+    for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(s[k], sc.unscale) : s[k], y[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < E; ++k) u[k] = numerics::local_residual(!LEAN && a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], y[k]);
+  }
+  update_state<E>(c, u, m1, m2);
+  store_state<E>(c, g.e0, g.valid, m1, m2);
 }
 
 }  // namespace owner_detail

@@ -96,13 +96,43 @@ __device__ __forceinline__ void OwnerStages<V>::tail_loop(const LaneMap<kTailE>&
     const unsigned word = next_word;
     if (base + tm.groups_per_block < tr.end) load_iteration(base + tm.groups_per_block);
     if (!g.active) continue;
-    const DecodeParams dp = params_of_word(word, symmetric, BITS);
+    const DecodeParams dp = params_of_word<kOptions>(word, symmetric, BITS);
     float y[kTailE];
     if (dp.s != dp.s) {
-      // Poisoned group: every element is NaN, stored as the canonical one.
+      if constexpr (kOptions) {
+        // Poisoned group (NaN), or a wide group (docs/numerics.md 2.4) decoded from its bf16
+        // scale and, when rotated, de-rotated.
+        float q[kTailE];
+        c.code_values(q);
+        decode_special_lane<kTailE>(word, symmetric, BITS, q, y);
+        if (rotated_group<LEAN>(g) && numerics::is_wide_scale_field(static_cast<std::uint16_t>(word & 0xFFFFu))) {
+          unrotate_lanes<kTailE>(group_lanes(tm.lanes_per_group), y);
+        }
+        if (!LEAN && a.backward) {
 #pragma unroll
-      for (int k = 0; k < kTailE; ++k) y[k] = poisoned_value();
+          for (int k = 0; k < kTailE; ++k) y[k] = __fmul_rn(y[k], sc.unscale);
+        }
+      } else {
+        // Poisoned group: every element is NaN, stored as the canonical one.
+#pragma unroll
+        for (int k = 0; k < kTailE; ++k) y[k] = poisoned_value();
+      }
       store_elems<D, kTailE>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
+    } else if (kOptions && rotated_group<LEAN>(g)) {
+      if constexpr (kOptions) {
+        // Rotated group (docs/numerics.md 2.6): decoded, de-rotated, back to gradient units. A
+        // butterfly may overflow, and Inf - Inf is a NaN: stored canonical.
+        float q[kTailE];
+        c.code_values(q);
+#pragma unroll
+        for (int k = 0; k < kTailE; ++k) y[k] = decode_finite_value(dp.s, dp.z, q[k]);
+        unrotate_lanes<kTailE>(group_lanes(tm.lanes_per_group), y);
+        if (!LEAN && a.backward) {
+#pragma unroll
+          for (int k = 0; k < kTailE; ++k) y[k] = __fmul_rn(y[k], sc.unscale);
+        }
+        store_elems<D, kTailE>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
+      }
     } else {
       float q[kTailE];
       c.code_values(q);

@@ -27,8 +27,13 @@ constexpr int owner_min_blocks(int e, bool comp) { return (e == 32 && comp) ? 1 
 
 // D: the message dtype; BITS: bits per code; E: elements per lane of push and reduce; COMP: the
 // compensator is on (its state lives in registers through a tile; off, those registers are free);
-// STAGES: the stages of the kernel instance; PEER_BATCH: the reduce's batch of peers' copies.
-template <DType D, int BITS, int E, bool COMP, int STAGES = kFusedStages, int PEER_BATCH = default_peer_batch(E, COMP)>
+// STAGES: the stages of the kernel instance; PEER_BATCH: the reduce's batch of peers' copies;
+// OPTIONS: the instance for calls with transport options (overflow-groups wide, rotation:
+// docs/numerics.md 2.4, 2.6), a fused kernel that also runs the split launches of such calls; the
+// other instances compile none of the options' code, so the default spec's kernels stay as they
+// were.
+template <DType D, int BITS, int E, bool COMP, int STAGES = kFusedStages, int PEER_BATCH = default_peer_batch(E, COMP),
+          bool OPTIONS = false>
 struct OwnerVariant {
   static constexpr DType kDType = D;
   static constexpr int kBits = BITS;
@@ -37,6 +42,7 @@ struct OwnerVariant {
   static constexpr int kStages = STAGES;
   static constexpr bool kFused = STAGES == kFusedStages;
   static constexpr bool kTailOnly = STAGES == kTailStages;
+  static constexpr bool kOptions = OPTIONS;
   // Register budget: the uncompensated 16-element variants load the next iteration's input ahead
   // in registers and four peers' codes at once; the others (state registers or 32 elements per
   // lane) would spill. The compensated variants on 8- and 16-element lanes copy the next

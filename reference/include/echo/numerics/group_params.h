@@ -155,8 +155,9 @@ ECHO_HOST_DEVICE_INLINE GroupMap make_wide_group_map(const QuantParams& q, float
 
 // The group map with an fp16 scale of a group whose values span [mn, mx] (finite: no value is NaN
 // or Inf), docs/numerics.md 2.2 (asymmetric) and 2.3 (symmetric); a scale past fp16 poisons the
-// group. The CUDA kernels' default path calls this one (the wide branch would cost their hot loops
-// registers); the emulation's options variant calls make_group_map.
+// group. The CUDA kernels' common path calls this one (the wide branch inside their hot loops would
+// cost them registers): the P2P kernels call make_wide_group_map only where it comes out poisoned
+// for a finite group, the emulation's options variant calls make_group_map.
 ECHO_HOST_DEVICE_INLINE GroupMap make_fp16_group_map(const QuantParams& q, float mn, float mx, bool finite) {
   GroupMap map = poisoned_group_map();
   if (!finite) return map;

@@ -2,7 +2,7 @@
 // warp (lanes a power of two <= 32), E consecutive elements each: element j * E + k of the group
 // is value k of the group's lane j. Generic over E and the lanes per group, for every kernel whose
 // groups fit in a warp. The numerics are numerics/hadamard.h's: its sign vector, the butterfly
-// pair (fp32(lo + hi), fp32(lo - hi)) and the power-of-two normalisations. The stages run in the
+// halves (butterfly_lower, butterfly_upper) and the normalisations (hadamard_*_factor). The stages run in the
 // reference's order (h = 1, 2, 4, ..., g / 2); the butterflies of one stage are independent, so
 // computing them in parallel gives its bits: h < E inside a thread, h >= E between the group's
 // lanes (shuffles on the group's own lane mask, so a branch that is uniform over the group, such as
@@ -30,11 +30,6 @@ __device__ __forceinline__ GroupLanes group_lanes(int lanes) {
   return {lanes, lane - base, mask};
 }
 
-// The butterfly pair of numerics::hadamard_butterflies: the lower element becomes fp32(lo + hi),
-// the upper one fp32(lo - hi).
-__device__ __forceinline__ float butterfly_lo(float lo, float hi) { return numerics::add_rn(lo, hi); }
-__device__ __forceinline__ float butterfly_hi(float lo, float hi) { return numerics::sub_rn(lo, hi); }
-
 // The flagged elements of the lane negated (numerics::hadamard_sign_negative of j * E + k; exact).
 template <int E>
 __device__ __forceinline__ void negate_flagged(const GroupLanes& gl, float (&v)[E]) {
@@ -44,9 +39,10 @@ __device__ __forceinline__ void negate_flagged(const GroupLanes& gl, float (&v)[
   }
 }
 
-// numerics::hadamard_butterflies on the group, this lane's part.
+// The stages h < E of numerics::hadamard_butterflies: both elements of each pair in this lane.
+// Shared with the emulation's rotation (kernels/emulate_rotation.cuh).
 template <int E>
-__device__ __forceinline__ void butterflies_lanes(const GroupLanes& gl, float (&w)[E]) {
+__device__ __forceinline__ void butterflies_in_lane(float (&w)[E]) {
 #pragma unroll
   for (int h = 1; h < E; h *= 2) {
 #pragma unroll
@@ -54,16 +50,23 @@ __device__ __forceinline__ void butterflies_lanes(const GroupLanes& gl, float (&
       if ((k & h) != 0) continue;
       const float lo = w[k];
       const float hi = w[k + h];
-      w[k] = butterfly_lo(lo, hi);
-      w[k + h] = butterfly_hi(lo, hi);
+      w[k] = numerics::butterfly_lower(lo, hi);
+      w[k + h] = numerics::butterfly_upper(lo, hi);
     }
   }
+}
+
+// numerics::hadamard_butterflies on the group, this lane's part: the stages h < E in the lane,
+// then h = d * E between the group's lanes (lane distance d).
+template <int E>
+__device__ __forceinline__ void butterflies_lanes(const GroupLanes& gl, float (&w)[E]) {
+  butterflies_in_lane<E>(w);
   for (int d = 1; d < gl.lanes; d *= 2) {
     const bool upper = (gl.lane_in_group & d) != 0;
 #pragma unroll
     for (int k = 0; k < E; ++k) {
       const float other = __shfl_xor_sync(gl.mask, w[k], d);
-      w[k] = upper ? butterfly_hi(other, w[k]) : butterfly_lo(w[k], other);
+      w[k] = upper ? numerics::butterfly_upper(other, w[k]) : numerics::butterfly_lower(w[k], other);
     }
   }
 }
@@ -73,7 +76,7 @@ template <int E>
 __device__ __forceinline__ void rotate_lanes(const GroupLanes& gl, float (&v)[E]) {
   negate_flagged<E>(gl, v);
   butterflies_lanes<E>(gl, v);
-  const float f = numerics::pow2(-((numerics::log2_of_power_of_two(gl.lanes * E) + 1) / 2));
+  const float f = numerics::hadamard_forward_factor(gl.lanes * E);
 #pragma unroll
   for (int k = 0; k < E; ++k) v[k] = numerics::mul_rn(v[k], f);
 }
@@ -82,7 +85,7 @@ __device__ __forceinline__ void rotate_lanes(const GroupLanes& gl, float (&v)[E]
 template <int E>
 __device__ __forceinline__ void unrotate_lanes(const GroupLanes& gl, float (&v)[E]) {
   butterflies_lanes<E>(gl, v);
-  const float f = numerics::pow2(-(numerics::log2_of_power_of_two(gl.lanes * E) / 2));
+  const float f = numerics::hadamard_inverse_factor(gl.lanes * E);
 #pragma unroll
   for (int k = 0; k < E; ++k) v[k] = numerics::mul_rn(v[k], f);
   negate_flagged<E>(gl, v);

@@ -7,12 +7,15 @@
 // warps (shared memory). Every thread of the block calls these (uniform `lanes`; barriers when the
 // group spans warps, shuffles of the whole warp otherwise); a lane whose group is not full
 // (`rotate` false: the message's partial last group) takes part in the exchanges and keeps its
-// values.
+// values. The stages h < E are hadamard_lanes.cuh's; the lanes' stages stay here, because a group
+// of g > 128 spans warps (shared memory), which hadamard_lanes.cuh (groups inside a warp) does not
+// serve, and its per-group lane mask would change this kernel's code.
 #pragma once
 
 #include <cstdint>
 
 #include "echo/numerics/hadamard.h"
+#include "hadamard_lanes.cuh"
 #include "lane_ops.cuh"
 
 namespace echo::cuda::device {
@@ -40,17 +43,7 @@ __device__ __forceinline__ void apply_rotation_signs(unsigned sign_bits, float (
 template <int E>
 __device__ __forceinline__ void rotation_butterflies(int lanes, float (&w)[E], float4* exchange) {
   static_assert(E == 4, "the cross-warp exchange moves one float4 per lane");
-#pragma unroll
-  for (int h = 1; h < E; h *= 2) {
-#pragma unroll
-    for (int k = 0; k < E; ++k) {
-      if ((k & h) != 0) continue;
-      const float lo = w[k];
-      const float hi = w[k + h];
-      w[k] = numerics::butterfly_lower(lo, hi);
-      w[k + h] = numerics::butterfly_upper(lo, hi);
-    }
-  }
+  butterflies_in_lane<E>(w);  // h < E
   // Lane distance d = h / E inside the warp.
   for (int d = 1; d < lanes && d < 32; d *= 2) {
     const bool upper = (threadIdx.x & d) != 0;

@@ -15,9 +15,12 @@ Status can_implement(const AllReduceSpec& spec, int ranks) {
     return Status(StatusCode::kUnsupported, std::string("the CUDA path implements the owner algorithm only, got ") +
                                                 algorithm_name(spec.algorithm));
   }
+  return can_implement_transport(spec.quant);
+}
+
+Status can_implement_transport(const QuantSpec& q) {
   // The transport options of docs/numerics.md 2.4-2.6 are specified and implemented in the CPU
   // reference; the kernels implement the default of each (poisoned overflow groups).
-  const QuantSpec& q = spec.quant;
   if (q.outliers != 0) {
     return Status(StatusCode::kUnsupported,
                   "the CUDA path implements outliers 0 only (outliers sent exactly are CPU reference "

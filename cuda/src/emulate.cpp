@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "check.h"
+#include "echo/cuda/can_implement.h"
 #include "communicator_impl.h"
 #include "emulate_args.h"
 
@@ -41,6 +42,9 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
   if (a.spec.algorithm != Algorithm::kOwner) {
     return Status(StatusCode::kUnsupported, "emulate_allreduce: the emulation runs the owner algorithm only, not " +
                                                 std::string(algorithm_name(a.spec.algorithm)));
+  }
+  if (Status s = can_implement_transport(a.spec.quant); !s.ok()) {
+    return Status(s.code(), "emulate_allreduce: " + s.message());
   }
   if (a.count == 0) return invalid("count must be >= 1");
   const std::size_t es = dtype_size(a.spec.dtype);

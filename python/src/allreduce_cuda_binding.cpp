@@ -50,12 +50,6 @@ std::size_t state_bytes_for(const SpecHandle& h, std::size_t n) {
 void allreduce_cuda(const SpecHandle& h, const std::string& direction, AnyArray parts, AnyArray out,
                     AnyArray state, bool fresh, AnyArray workspace, AnyArray compensated,
                     std::uintptr_t stream_handle) {
-  // The emulation kernel implements none of the transport options and its own checks let them
-  // through: refused here rather than run as plain Echo.
-  if (!h.spec.quant.is_plain()) {
-    throw nb::value_error("the CUDA emulation implements no transport option (outliers, overflow-groups wide, "
-                          "rotation are CPU reference only)");
-  }
   echo::cuda::EmulateArguments args;
   args.spec = h.spec;
   args.spec.direction = parse_direction(direction);

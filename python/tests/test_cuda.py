@@ -162,8 +162,8 @@ def test_bad_input_raises():
                                   echotk.Spec(overflow_groups="wide")], ids=["outliers", "rotation", "wide"])
 def test_transport_options_raise_not_abort(spec):
     """The CPU-reference-only options (docs/outliers.md): echotk.AllReduce refuses them up front, and
-    the binding refuses them to a caller of the op or of the binding (the emulation's own checks
-    would let them through and run plain Echo)."""
+    the emulation's own check (emulate_can_implement) refuses them to a caller of the op or of the
+    binding."""
     with pytest.raises(ValueError, match="CUDA path"):
         echotk.AllReduce(4, spec, device="cuda")
     x = contributions(4, 256, "bf16", 5).cuda()

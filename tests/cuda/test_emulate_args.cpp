@@ -42,6 +42,16 @@ BOOST_AUTO_TEST_CASE(arguments_are_checked) {
   a = good;
   a.spec.algorithm = Algorithm::kRing;
   refused(a, StatusCode::kUnsupported, "owner algorithm only");
+  // The transport options (docs/numerics.md 2.4-2.6) are refused, not run as plain Echo.
+  a = good;
+  a.spec.quant.outliers = 1;
+  refused(a, StatusCode::kUnsupported, "outliers sent exactly are CPU reference only");
+  a = good;
+  a.spec.quant.overflow = OverflowGroups::kWide;
+  refused(a, StatusCode::kUnsupported, "wide groups are CPU reference only");
+  a = good;
+  a.spec.quant.rotation = Rotation::kHadamard;
+  refused(a, StatusCode::kUnsupported, "Hadamard rotation is CPU reference only");
   a = good;
   a.parts = nullptr;
   refused(a, StatusCode::kInvalidArgument, "parts is null");

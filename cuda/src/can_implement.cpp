@@ -15,11 +15,14 @@ Status can_implement(const AllReduceSpec& spec, int ranks) {
     return Status(StatusCode::kUnsupported, std::string("the CUDA path implements the owner algorithm only, got ") +
                                                 algorithm_name(spec.algorithm));
   }
+  return can_implement_transport(spec.quant);
+}
+
+Status can_implement_transport(const QuantSpec& q) {
   // The transport options of docs/numerics.md 2.4-2.6 are specified and implemented in the CPU
   // reference; the peer-to-peer kernels and the one-GPU emulation (echo/cuda/emulate.h) implement
   // both overflow modes (poisoned or wide groups, 2.4) and both rotations (2.6), not outliers sent
   // exactly (2.5).
-  const QuantSpec& q = spec.quant;
   if (q.outliers != 0) {
     return Status(StatusCode::kUnsupported,
                   "the CUDA path implements outliers 0 only (outliers sent exactly are CPU reference "

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "check.h"
+#include "echo/cuda/can_implement.h"
 #include "communicator_impl.h"
 #include "emulate_args.h"
 
@@ -42,12 +43,8 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
     return Status(StatusCode::kUnsupported, "emulate_allreduce: the emulation runs the owner algorithm only, not " +
                                                 std::string(algorithm_name(a.spec.algorithm)));
   }
-  // Wide groups and the rotation run in the quantized kernel's options variant; outliers sent
-  // exactly are the CPU reference's alone (docs/numerics.md 2.5).
-  if (a.spec.quant.outliers != 0) {
-    return Status(StatusCode::kUnsupported,
-                  "emulate_allreduce: outliers sent exactly are implemented by the CPU reference only, got outliers " +
-                      std::to_string(a.spec.quant.outliers));
+  if (Status s = can_implement_transport(a.spec.quant); !s.ok()) {
+    return Status(s.code(), "emulate_allreduce: " + s.message());
   }
   if (a.count == 0) return invalid("count must be >= 1");
   const std::size_t es = dtype_size(a.spec.dtype);

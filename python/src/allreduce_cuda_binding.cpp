@@ -51,7 +51,7 @@ void allreduce_cuda(const SpecHandle& h, const std::string& direction, AnyArray 
                     AnyArray state, bool fresh, AnyArray workspace, AnyArray compensated,
                     std::uintptr_t stream_handle) {
   // Wide groups and the rotation run in the emulation; emulate_can_implement and emulate_allreduce
-  // refuse outliers sent exactly (kUnsupported, raised as RuntimeError).
+  // refuse outliers sent exactly (can_implement_transport; kUnsupported, raised as RuntimeError).
   echo::cuda::EmulateArguments args;
   args.spec = h.spec;
   args.spec.direction = parse_direction(direction);

@@ -15,4 +15,8 @@ namespace echo::cuda {
 // overload that checks CommOptions too.
 Status can_implement(const AllReduceSpec& spec, int ranks);
 
+// The transport part of can_implement, which the one-GPU emulation (echo/cuda/emulate.h) checks
+// too: Ok for the plain transport, kUnsupported naming the first option q sets.
+Status can_implement_transport(const QuantSpec& q);
+
 }  // namespace echo::cuda

@@ -16,7 +16,7 @@ namespace echo::cuda {
 Status can_implement(const AllReduceSpec& spec, int ranks);
 
 // The transport part of can_implement, which the one-GPU emulation (echo/cuda/emulate.h) checks
-// too: Ok for the plain transport, kUnsupported naming the first option q sets.
+// too: Ok unless q sends outliers exactly (docs/numerics.md 2.5), which is kUnsupported.
 Status can_implement_transport(const QuantSpec& q);
 
 }  // namespace echo::cuda

@@ -273,9 +273,10 @@ class Trainer:
                            f"arguments or another --out")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng_cpu"])
+        # map_location moved the generator states onto the device; torch takes them as CPU bytes.
+        torch.set_rng_state(state["rng_cpu"].cpu())
         if state["rng_cuda"] is not None and self.device.type == "cuda":
-            torch.cuda.set_rng_state_all(state["rng_cuda"])
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])
         self.step = state["step"]
 
     # -- steps ------------------------------------------------------------------------------

@@ -365,6 +365,21 @@ def test_cuda_deterministic_runs_repeat_bit_for_bit(tmp_path):
     assert train_losses(tmp_path / "a") == train_losses(tmp_path / "b")
 
 
+@pytest.mark.skipif(not has_cuda_build(), reason="needs a CUDA device and the CUDA build")
+def test_cuda_resume_gives_the_uninterrupted_losses(tmp_path):
+    # The saved state holds the CPU and CUDA generators; torch.load puts them on the device and
+    # they must go back as CPU bytes. Deterministic kernels, so the split run repeats the straight one.
+    steps = ["--tokens", str(6 * 2 * 32), "--device", "cuda", "--dtype", "bf16", "--dropout", "0.1",
+             "--allreduce", "echo", "--deterministic"]
+    assert train(tmp_path / "straight", *steps) == 0
+    assert train(tmp_path / "split", *steps, "--stop-after", "3") == 0
+    assert train(tmp_path / "split", *steps, "--resume") == 0
+    key = ("step", "train_loss", "val_loss")
+    straight, split = read_rows(tmp_path / "straight" / "train.csv"), read_rows(tmp_path / "split" / "train.csv")
+    assert len(straight) == 6
+    assert [[r[k] for k in key] for r in split] == [[r[k] for k in key] for r in straight]
+
+
 def test_resume_with_dropout_gives_the_uninterrupted_losses(tmp_path):
     steps = ["--tokens", str(6 * 2 * 32), "--dropout", "0.3"]
     assert train(tmp_path / "straight", *steps) == 0

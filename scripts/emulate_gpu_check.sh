@@ -11,6 +11,10 @@
 #             the Hadamard rotation and both (docs/numerics.md 2.4, 2.6), each beside a
 #             device-to-device copy of the same traffic
 #   sanitize  compute-sanitizer memcheck and racecheck on the test's small sweep
+#   profile   ncu on one quantized-kernel launch of the speed goal's configuration (PROFILE_ARGS
+#             overrides the bench's arguments): throughput, occupancy, warp stall reasons,
+#             instruction mix, and per-SASS-line samples (profile-sass.csv; the library is built
+#             with -lineinfo)
 # Stages run in the order given (default: build test bench sanitize). Environment: BUILD_DIR
 # (default build-emulate), DEADLINE_S (default 450): the sanitizer runs shrink or are skipped so
 # that the whole script ends within that many seconds of its start.
@@ -88,6 +92,22 @@ stage_sanitize() {
       --run_test=small_sweep_for_sanitizers >"$out/sanitize-$tool.log" 2>&1
     note "compute-sanitizer $tool (small sweep): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|failure' "$out/sanitize-$tool.log" | tail -2 | tr '\n' ' ')"
   done
+}
+
+stage_profile() {
+  local b=$build/bin/echo_cuda_emulate_bench
+  # shellcheck disable=SC2086  # the bench's word list
+  timeout 300 ncu --clock-control none -k regex:emulate_quantized_kernel --launch-skip 5 --launch-count 1 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SourceCounters \
+    --section InstructionStats -o "$out/profile" -f $b ${PROFILE_ARGS:-16777216 4 4 dual bf16 8} \
+    >"$out/profile-run.log" 2>&1
+  note "ncu profile: rc=$?"
+  ncu -i "$out/profile.ncu-rep" --page details >"$out/profile-details.txt" 2>&1
+  ncu -i "$out/profile.ncu-rep" --page source --csv --print-source sass >"$out/profile-sass.csv" 2>&1 ||
+    note "ncu source page: rc=$?"
+  grep -E "Duration|Compute \(SM\) Throughput|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Executed Ipc|Issue Slots Busy|Stall|Block Limit" \
+    "$out/profile-details.txt" | head -40 | tee -a "$summary"
 }
 
 for s in "${stages[@]}"; do

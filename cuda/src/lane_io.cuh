@@ -136,24 +136,29 @@ __device__ __forceinline__ void load_bf16(const std::uint16_t* p, int valid, flo
   for (int k = 0; k < E; ++k) v[k] = k < valid ? bf16_bits_to_float(p[k]) : 0.0f;
 }
 
-// Rounds to bf16 as the reference does (round to nearest even, NaN canonical) and stores. A whole
-// lane without NaN converts in pairs in hardware (cvt.rn.bf16x2.f32 rounds to nearest even as
-// float_to_bf16_bits does for every value but NaN): one instruction per pair instead of about
-// five per element.
+// A whole lane rounded to bf16 as the reference does (round to nearest even, NaN canonical), two
+// values per word, the first in the low half; store_bf16 stores them. A lane without NaN converts
+// in pairs in hardware (cvt.rn.bf16x2.f32 rounds to nearest even as float_to_bf16_bits does for
+// every value but NaN): one instruction per pair instead of about five per element.
+template <int E>
+__device__ __forceinline__ void bf16_pair_words(const float (&v)[E], unsigned (&h)[E / 2]) {
+  if (!any_nan<E>(v)) {
+#pragma unroll
+    for (int k = 0; k < E / 2; ++k) h[k] = Elem<DType::kBFloat16>::store_pair_not_nan(v[2 * k], v[2 * k + 1]);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < E / 2; ++k) {
+    h[k] = static_cast<unsigned>(float_to_bf16_bits(v[2 * k])) |
+           (static_cast<unsigned>(float_to_bf16_bits(v[2 * k + 1])) << 16);
+  }
+}
+
 template <int E>
 __device__ __forceinline__ void store_bf16(std::uint16_t* p, int valid, const float (&v)[E]) {
   if (valid == E) {
     unsigned h[E / 2];
-    if (!any_nan<E>(v)) {
-#pragma unroll
-      for (int k = 0; k < E / 2; ++k) h[k] = Elem<DType::kBFloat16>::store_pair_not_nan(v[2 * k], v[2 * k + 1]);
-    } else {
-#pragma unroll
-      for (int k = 0; k < E / 2; ++k) {
-        h[k] = static_cast<unsigned>(float_to_bf16_bits(v[2 * k])) |
-               (static_cast<unsigned>(float_to_bf16_bits(v[2 * k + 1])) << 16);
-      }
-    }
+    bf16_pair_words<E>(v, h);
     if constexpr (E == 4) {
       *reinterpret_cast<uint2*>(p) = make_uint2(h[0], h[1]);
     } else {

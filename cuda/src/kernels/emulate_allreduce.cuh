@@ -53,38 +53,67 @@ __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
   return static_cast<const typename Elem<D>::T*>(a.parts) + static_cast<std::size_t>(r) * a.count;
 }
 
-// Every rank's x' of the lane (gradient units); also the optional x' output. The state it was
-// formed from is not kept: update_rank loads it again (from cache), which leaves the registers
-// of P ranks' averages free for the quantization.
+// Ranks whose lane loads (input and averages) are issued together before any of them is used: the
+// loads of a batch are in flight at once instead of one rank's after another's arithmetic (the
+// kernel is bound by latency), and a batch's averages hold 2 E registers per rank. Four: 122
+// registers at P = 4 (two blocks per multiprocessor); two: 80 (three). ECHO_EMULATE_LOAD_BATCH
+// overrides it to compare the two on a GPU (scripts/emulate_gpu_check.sh, stage batch-ab).
+#ifndef ECHO_EMULATE_LOAD_BATCH
+#define ECHO_EMULATE_LOAD_BATCH 4
+#endif
+constexpr int kLoadBatch = ECHO_EMULATE_LOAD_BATCH;
+static_assert(kLoadBatch >= 1, "at least one rank per batch");
+
+// Every rank's x' of the lane (gradient units); also the optional x' output. The loads of a batch
+// of ranks come first, then their compensation, and the x' stores after every load of the lane.
+// The state x' was formed from is not kept: update_rank loads it again (from cache), which leaves
+// the registers of P ranks' averages free for the quantization.
 template <DType D, int P, int E>
 __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpot& s, bool fresh,
                                            const bool (&aligned)[P], float (&x)[P][E]) {
+  const bool comp = a.comp.mode != CompensatorMode::kOff;
 #pragma unroll
-  for (int r = 0; r < P; ++r) {
-    load_lane<D>(rank_row<D>(a, r), s.e0, s.valid, aligned[r], x[r]);
-    if (a.comp.mode != CompensatorMode::kOff) {
-      float m1[E], m2[E];
-      load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
-      apply_compensation<E>(a.comp, fresh, m1, m2, x[r]);
+  for (int b = 0; b < P; b += kLoadBatch) {
+    constexpr int kMaxBatch = P < kLoadBatch ? P : kLoadBatch;
+    float m1[kMaxBatch][E], m2[kMaxBatch][E];
+#pragma unroll
+    for (int r = b; r < P && r < b + kLoadBatch; ++r) load_lane<D>(rank_row<D>(a, r), s.e0, s.valid, aligned[r], x[r]);
+    if (comp) {
+#pragma unroll
+      for (int r = b; r < P && r < b + kLoadBatch; ++r) {
+        load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r - b], m2[r - b]);
+      }
+#pragma unroll
+      for (int r = b; r < P && r < b + kLoadBatch; ++r) apply_compensation<E>(a.comp, fresh, m1[r - b], m2[r - b], x[r]);
     }
-    if (a.compensated != nullptr && s.valid > 0) {
+  }
+  if (a.compensated != nullptr && s.valid > 0) {
+#pragma unroll
+    for (int r = 0; r < P; ++r) {
       store_lane_f32_canonical(a.compensated + static_cast<std::size_t>(r) * a.count + s.e0, s.valid, x[r]);
     }
   }
 }
 
-// Rank r's new averages from its residual u and its averages (loaded again), stored (lanes inside
-// the message only).
+// Rank r's new averages from its residual u and its averages m1, m2 (loaded again), stored (lanes
+// inside the message only).
+template <int E>
+__device__ __forceinline__ void update_loaded(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E],
+                                              float (&m1)[E], float (&m2)[E]) {
+  update_state<E>(a.comp, u, m1, m2);
+  store_state_lane<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+}
+
+// The same for one rank, its averages loaded here.
 template <int E>
 __device__ __forceinline__ void update_rank(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E]) {
-  const std::size_t at = static_cast<std::size_t>(r) * a.state_stride + s.e0;
   float m1[E], m2[E];
-  load_state<E>(a.comp, at, s.valid, m1, m2);
-  update_state<E>(a.comp, u, m1, m2);
-  store_state<E>(a.comp, at, s.valid, m1, m2);
+  load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+  update_loaded(a, r, s, u, m1, m2);
 }
 
 // Global residual (docs/numerics.md 6): u_i = x'_i - y / P for every rank, y the delivered output.
+// A batch's averages are loaded together before its first update stores (as in load_ranks).
 template <int P, int E>
 __device__ __forceinline__ void update_global(const EmulateParams& a, const LaneSpot& s, const float (&x)[P][E],
                                               const float (&y)[E]) {
@@ -96,11 +125,20 @@ __device__ __forceinline__ void update_global(const EmulateParams& a, const Lane
     share[k] = kPow2 ? __fmul_rn(y[k], 1.0f / static_cast<float>(P)) : __fdiv_rn(y[k], static_cast<float>(P));
   }
 #pragma unroll
-  for (int r = 0; r < P; ++r) {
-    float u[E];
+  for (int b = 0; b < P; b += kLoadBatch) {
+    constexpr int kMaxBatch = P < kLoadBatch ? P : kLoadBatch;
+    float m1[kMaxBatch][E], m2[kMaxBatch][E];
 #pragma unroll
-    for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], share[k]);
-    update_rank(a, r, s, u);
+    for (int r = b; r < P && r < b + kLoadBatch; ++r) {
+      load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r - b], m2[r - b]);
+    }
+#pragma unroll
+    for (int r = b; r < P && r < b + kLoadBatch; ++r) {
+      float u[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], share[k]);
+      update_loaded(a, r, s, u, m1[r - b], m2[r - b]);
+    }
   }
 }
 

@@ -45,6 +45,50 @@ __device__ __forceinline__ void load_lane(const void* base, std::size_t e0, int 
   }
 }
 
+// A whole lane's 16 or 8 bytes in one store instruction. Written as PTX because nvcc 13.0 splits the
+// vector stores of the emulation kernels (C++ stores of uint2 or float4) into 4-byte ones (STG.E
+// only in their SASS), four times the store instructions for the same bytes.
+__device__ __forceinline__ void store_words4(void* p, unsigned a, unsigned b, unsigned c, unsigned d) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+__device__ __forceinline__ void store_words2(void* p, unsigned a, unsigned b) {
+  asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(a), "r"(b) : "memory");
+}
+template <int E>
+__device__ __forceinline__ void store_floats(float* p, const float (&v)[E]) {
+  static_assert(E % 4 == 0, "whole float4s");
+#pragma unroll
+  for (int w = 0; w < E / 4; ++w) {
+    store_words4(p + 4 * w, __float_as_uint(v[4 * w]), __float_as_uint(v[4 * w + 1]), __float_as_uint(v[4 * w + 2]),
+                 __float_as_uint(v[4 * w + 3]));
+  }
+}
+
+// store_state (lane_ops.cuh) with the whole lanes' stores in store_words2/4: a lane's updated
+// averages, bf16 state rounded as the reference rounds each update.
+template <int E>
+__device__ __forceinline__ void store_state_lane(const CompensatorArgs& c, std::size_t e0, int valid,
+                                                 const float (&m1)[E], const float (&m2)[E]) {
+  static_assert(E == 4, "a lane of bf16 state is one 8-byte word pair");
+  if (valid != E) {
+    store_state<E>(c, e0, valid, m1, m2);
+    return;
+  }
+  const bool dual = c.mode == CompensatorMode::kDual;
+  if (c.bf16_state) {
+    unsigned h[E / 2];
+    bf16_pair_words<E>(m1, h);
+    store_words2(reinterpret_cast<std::uint16_t*>(c.m1) + e0, h[0], h[1]);
+    if (dual) {
+      bf16_pair_words<E>(m2, h);
+      store_words2(reinterpret_cast<std::uint16_t*>(c.m2) + e0, h[0], h[1]);
+    }
+    return;
+  }
+  store_floats<E>(c.m1 + e0, m1);
+  if (dual) store_floats<E>(c.m2 + e0, m2);
+}
+
 // Rounds a lane to the dtype (NaN canonical) and stores its `valid` elements; returns the stored
 // values as floats (the delivered output, dtype_rne(v)).
 template <DType D, int E>
@@ -68,11 +112,11 @@ __device__ __forceinline__ void store_lane(void* base, std::size_t e0, int valid
         T* dst = reinterpret_cast<T*>(&u);
 #pragma unroll
         for (int k = 0; k < kPer; ++k) dst[k] = t[w * kPer + k];
-        reinterpret_cast<uint4*>(p)[w] = u;
+        store_words4(reinterpret_cast<uint4*>(p) + w, u.x, u.y, u.z, u.w);
       }
     } else {
-      *reinterpret_cast<uint2*>(p) = make_uint2(static_cast<unsigned>(t[0]) | (static_cast<unsigned>(t[1]) << 16),
-                                                static_cast<unsigned>(t[2]) | (static_cast<unsigned>(t[3]) << 16));
+      store_words2(p, static_cast<unsigned>(t[0]) | (static_cast<unsigned>(t[1]) << 16),
+                   static_cast<unsigned>(t[2]) | (static_cast<unsigned>(t[3]) << 16));
     }
     return;
   }
@@ -89,10 +133,7 @@ __device__ __forceinline__ void store_lane_f32_canonical(float* p, int valid, co
 #pragma unroll
   for (int k = 0; k < E; ++k) c[k] = canonical_nan(v[k]);
   if (valid == E && (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0) {
-#pragma unroll
-    for (int w = 0; w < E / 4; ++w) {
-      reinterpret_cast<float4*>(p)[w] = make_float4(c[4 * w], c[4 * w + 1], c[4 * w + 2], c[4 * w + 3]);
-    }
+    store_floats<E>(p, c);
     return;
   }
 #pragma unroll

@@ -15,6 +15,9 @@
 #             overrides the bench's arguments): throughput, occupancy, warp stall reasons,
 #             instruction mix, and per-SASS-line samples (profile-sass.csv; the library is built
 #             with -lineinfo)
+#   batch-ab  the speed goal's bench row (and cuda_emulate) built a second time, in BUILD_DIR-batch2,
+#             with ECHO_EMULATE_LOAD_BATCH=2 (two ranks' loads in flight at once, 80 registers)
+#             beside the default four (122 registers): which of the two the kernel should keep
 # Stages run in the order given (default: build test bench sanitize). Environment: BUILD_DIR
 # (default build-emulate), DEADLINE_S (default 450): the sanitizer runs shrink or are skipped so
 # that the whole script ends within that many seconds of its start.
@@ -108,6 +111,25 @@ stage_profile() {
     note "ncu source page: rc=$?"
   grep -E "Duration|Compute \(SM\) Throughput|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Executed Ipc|Issue Slots Busy|Stall|Block Limit" \
     "$out/profile-details.txt" | head -40 | tee -a "$summary"
+}
+
+stage_batch-ab() {
+  local b2=$build-batch2 args="16777216 4 4 dual bf16 50"
+  find_nccl "$b2"
+  cmake -S "$root" -B "$b2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DECHO_BUILD_MODEL=OFF \
+        ${nccl_root:+-DNCCL_ROOT=$nccl_root} -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial \
+        -DCMAKE_CUDA_FLAGS=-DECHO_EMULATE_LOAD_BATCH=2 >"$out/batch2-configure.log" 2>&1 &&
+    cmake --build "$b2" -j "$(nproc)" --target cuda_emulate echo_cuda_emulate_bench >"$out/batch2-build.log" 2>&1 ||
+    { note "batch-ab: build FAILED"; return 1; }
+  timeout "${TEST_TIMEOUT:-300}" "$b2/bin/cuda_emulate" --report_level=short >"$out/batch2-test.log" 2>&1
+  note "batch-ab: cuda_emulate (load batch 2): rc=$?"
+  local dir
+  for dir in "$build" "$b2"; do
+    echo "== $dir: echo_cuda_emulate_bench $args"
+    # shellcheck disable=SC2086  # args are the tool's word list
+    timeout 120 "$dir/bin/echo_cuda_emulate_bench" $args 2>&1
+  done | tee "$out/batch-ab.log"
+  note "batch-ab (load batch 4, then 2): $(grep -E '^ratio' "$out/batch-ab.log" | awk '{print $2}' | tr '\n' ' ')"
 }
 
 for s in "${stages[@]}"; do

@@ -55,42 +55,61 @@ __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
 
 // Ranks whose lane loads (input and averages) are issued together before any of them is used: the
 // loads of a batch are in flight at once instead of one rank's after another's arithmetic (the
-// kernel is bound by latency), and a batch's averages hold 2 E registers per rank. Four: 122
-// registers at P = 4 (two blocks per multiprocessor); two: 80 (three). ECHO_EMULATE_LOAD_BATCH
-// overrides it to compare the two on a GPU (scripts/emulate_gpu_check.sh, stage batch-ab).
+// kernel is bound by latency), and a batch's averages hold 2 E registers per rank. The default
+// quantized kernel takes kLoadBatch: four, 122 registers at P = 4 bf16 (two blocks per
+// multiprocessor); two, 80 (three). ECHO_EMULATE_LOAD_BATCH overrides it to compare the two on a
+// GPU (scripts/emulate_gpu_check.sh, stage batch-ab). The options variant and the exact kernel
+// keep the loop of one rank at a time (kSerialLoads): batched, they need up to 177 and 127
+// registers, and even the batch loop run with one rank made the options variant spill at P = 8.
 #ifndef ECHO_EMULATE_LOAD_BATCH
 #define ECHO_EMULATE_LOAD_BATCH 4
 #endif
 constexpr int kLoadBatch = ECHO_EMULATE_LOAD_BATCH;
+constexpr int kSerialLoads = 1;
 static_assert(kLoadBatch >= 1, "at least one rank per batch");
 
 // Every rank's x' of the lane (gradient units); also the optional x' output. The loads of a batch
-// of ranks come first, then their compensation, and the x' stores after every load of the lane.
+// of ranks come first, then their compensation, then their x' stores.
 // The state x' was formed from is not kept: update_rank loads it again (from cache), which leaves
 // the registers of P ranks' averages free for the quantization.
-template <DType D, int P, int E>
+template <int kBatch, DType D, int P, int E>
 __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpot& s, bool fresh,
                                            const bool (&aligned)[P], float (&x)[P][E]) {
   const bool comp = a.comp.mode != CompensatorMode::kOff;
-#pragma unroll
-  for (int b = 0; b < P; b += kLoadBatch) {
-    constexpr int kMaxBatch = P < kLoadBatch ? P : kLoadBatch;
-    float m1[kMaxBatch][E], m2[kMaxBatch][E];
-#pragma unroll
-    for (int r = b; r < P && r < b + kLoadBatch; ++r) load_lane<D>(rank_row<D>(a, r), s.e0, s.valid, aligned[r], x[r]);
-    if (comp) {
-#pragma unroll
-      for (int r = b; r < P && r < b + kLoadBatch; ++r) {
-        load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r - b], m2[r - b]);
-      }
-#pragma unroll
-      for (int r = b; r < P && r < b + kLoadBatch; ++r) apply_compensation<E>(a.comp, fresh, m1[r - b], m2[r - b], x[r]);
-    }
-  }
-  if (a.compensated != nullptr && s.valid > 0) {
+  if constexpr (kBatch == 1) {
 #pragma unroll
     for (int r = 0; r < P; ++r) {
-      store_lane_f32_canonical(a.compensated + static_cast<std::size_t>(r) * a.count + s.e0, s.valid, x[r]);
+      load_lane<D>(rank_row<D>(a, r), s.e0, s.valid, aligned[r], x[r]);
+      if (comp) {
+        float m1[E], m2[E];
+        load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+        apply_compensation<E>(a.comp, fresh, m1, m2, x[r]);
+      }
+      if (a.compensated != nullptr && s.valid > 0) {
+        store_lane_f32_canonical(a.compensated + static_cast<std::size_t>(r) * a.count + s.e0, s.valid, x[r]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int b = 0; b < P; b += kBatch) {
+      constexpr int kMaxBatch = P < kBatch ? P : kBatch;
+      float m1[kMaxBatch][E], m2[kMaxBatch][E];
+#pragma unroll
+      for (int r = b; r < P && r < b + kBatch; ++r) load_lane<D>(rank_row<D>(a, r), s.e0, s.valid, aligned[r], x[r]);
+      if (comp) {
+#pragma unroll
+        for (int r = b; r < P && r < b + kBatch; ++r) {
+          load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r - b], m2[r - b]);
+        }
+#pragma unroll
+        for (int r = b; r < P && r < b + kBatch; ++r) apply_compensation<E>(a.comp, fresh, m1[r - b], m2[r - b], x[r]);
+      }
+      if (a.compensated != nullptr && s.valid > 0) {
+#pragma unroll
+        for (int r = b; r < P && r < b + kBatch; ++r) {
+          store_lane_f32_canonical(a.compensated + static_cast<std::size_t>(r) * a.count + s.e0, s.valid, x[r]);
+        }
+      }
     }
   }
 }
@@ -113,8 +132,8 @@ __device__ __forceinline__ void update_rank(const EmulateParams& a, int r, const
 }
 
 // Global residual (docs/numerics.md 6): u_i = x'_i - y / P for every rank, y the delivered output.
-// A batch's averages are loaded together before its first update stores (as in load_ranks).
-template <int P, int E>
+// A batch's averages are loaded together before its first update's stores (as in load_ranks).
+template <int kBatch, int P, int E>
 __device__ __forceinline__ void update_global(const EmulateParams& a, const LaneSpot& s, const float (&x)[P][E],
                                               const float (&y)[E]) {
   // For a power-of-two P the product with 1 / P (exact) is the same correctly rounded quotient.
@@ -124,20 +143,30 @@ __device__ __forceinline__ void update_global(const EmulateParams& a, const Lane
   for (int k = 0; k < E; ++k) {
     share[k] = kPow2 ? __fmul_rn(y[k], 1.0f / static_cast<float>(P)) : __fdiv_rn(y[k], static_cast<float>(P));
   }
+  if constexpr (kBatch == 1) {
 #pragma unroll
-  for (int b = 0; b < P; b += kLoadBatch) {
-    constexpr int kMaxBatch = P < kLoadBatch ? P : kLoadBatch;
-    float m1[kMaxBatch][E], m2[kMaxBatch][E];
-#pragma unroll
-    for (int r = b; r < P && r < b + kLoadBatch; ++r) {
-      load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r - b], m2[r - b]);
-    }
-#pragma unroll
-    for (int r = b; r < P && r < b + kLoadBatch; ++r) {
+    for (int r = 0; r < P; ++r) {
       float u[E];
 #pragma unroll
       for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], share[k]);
-      update_loaded(a, r, s, u, m1[r - b], m2[r - b]);
+      update_rank(a, r, s, u);
+    }
+  } else {
+#pragma unroll
+    for (int b = 0; b < P; b += kBatch) {
+      constexpr int kMaxBatch = P < kBatch ? P : kBatch;
+      float m1[kMaxBatch][E], m2[kMaxBatch][E];
+#pragma unroll
+      for (int r = b; r < P && r < b + kBatch; ++r) {
+        load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r - b], m2[r - b]);
+      }
+#pragma unroll
+      for (int r = b; r < P && r < b + kBatch; ++r) {
+        float u[E];
+#pragma unroll
+        for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], share[k]);
+        update_loaded(a, r, s, u, m1[r - b], m2[r - b]);
+      }
     }
   }
 }
@@ -170,7 +199,7 @@ __device__ __forceinline__ GroupMap group_map_of(const QuantParams& qp, float mn
   if constexpr (kOptions) {
     return numerics::make_group_map(qp, mn, mx, finite);
   } else {
-    return make_fp16_group_map(qp, mn, mx, finite);
+      return make_fp16_group_map(qp, mn, mx, finite);
   }
 }
 
@@ -184,7 +213,7 @@ __device__ __forceinline__ void send_term(const EmulateParams& a, const Scaling&
 #pragma unroll
     for (int k = 0; k < E; ++k) v[k] = xs[r][k];
   } else {
-    scaled_terms(a, sc, x[r], v);
+      scaled_terms(a, sc, x[r], v);
   }
 }
 
@@ -270,6 +299,7 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
 // output and the local residuals de-rotated; the compensator state stays unrotated).
 template <DType D, int P, bool kOptions>
 __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(EmulateParams a) {
+  constexpr int kBatch = kOptions ? kSerialLoads : kLoadBatch;
   __shared__ float2 warp_stats[kWarpsPerBlock];
   __shared__ float4 rotation_exchange[kOptions ? kBlockThreads : 1];
   const bool comp = a.comp.mode != CompensatorMode::kOff;
@@ -301,7 +331,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     const LaneSpot s = lane_spot<P>(a, chunk);
     float x[P][E];
-    load_ranks<D, P>(a, s, fresh, aligned, x);
+    load_ranks<kBatch, D, P>(a, s, fresh, aligned, x);
     // The options variant's sent terms: x' (times 2^k), rotated where the group is full (the
     // message's partial last group is not).
     float xs[P][E];
@@ -376,7 +406,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(Emulat
         update_rank(a, r, s, u);
       }
     } else {
-      update_global<P>(a, s, x, delivered);
+      update_global<kBatch, P>(a, s, x, delivered);
     }
   }
 }
@@ -414,7 +444,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulatePar
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     const LaneSpot s = lane_spot<P>(a, chunk);
     float x[P][E];
-    load_ranks<D, P>(a, s, fresh, aligned, x);
+    load_ranks<kSerialLoads, D, P>(a, s, fresh, aligned, x);
     float acc[E];
     bool bad = false;  // a term of the lane is not finite: its group is reported poisoned
 #pragma unroll
@@ -459,7 +489,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulatePar
         update_rank(a, r, s, u);
       }
     } else {
-      update_global<P>(a, s, x, delivered);
+      update_global<kSerialLoads, P>(a, s, x, delivered);
     }
   }
 }
@@ -480,32 +510,32 @@ cudaError_t launch_main(bool exact, const EmulateParams& p, cudaStream_t stream)
   } else if (p.wide_groups || p.rotate) {
     emulate_quantized_kernel<D, P, true><<<grid, kBlockThreads, 0, stream>>>(p);
   } else {
-    emulate_quantized_kernel<D, P, false><<<grid, kBlockThreads, 0, stream>>>(p);
+      emulate_quantized_kernel<D, P, false><<<grid, kBlockThreads, 0, stream>>>(p);
+    }
+    return cudaGetLastError();
   }
-  return cudaGetLastError();
-}
 
-template <DType D>
-cudaError_t launch_ranks(bool exact, const EmulateParams& p, cudaStream_t stream) {
-  switch (p.ranks) {
-    case 1: return launch_main<D, 1>(exact, p, stream);
-    case 2: return launch_main<D, 2>(exact, p, stream);
-    case 3: return launch_main<D, 3>(exact, p, stream);
-    case 4: return launch_main<D, 4>(exact, p, stream);
-    case 5: return launch_main<D, 5>(exact, p, stream);
-    case 6: return launch_main<D, 6>(exact, p, stream);
-    case 7: return launch_main<D, 7>(exact, p, stream);
-    case 8: return launch_main<D, 8>(exact, p, stream);
+  template <DType D>
+  cudaError_t launch_ranks(bool exact, const EmulateParams& p, cudaStream_t stream) {
+    switch (p.ranks) {
+      case 1: return launch_main<D, 1>(exact, p, stream);
+      case 2: return launch_main<D, 2>(exact, p, stream);
+      case 3: return launch_main<D, 3>(exact, p, stream);
+      case 4: return launch_main<D, 4>(exact, p, stream);
+      case 5: return launch_main<D, 5>(exact, p, stream);
+      case 6: return launch_main<D, 6>(exact, p, stream);
+      case 7: return launch_main<D, 7>(exact, p, stream);
+      case 8: return launch_main<D, 8>(exact, p, stream);
+    }
+    return cudaErrorInvalidValue;
   }
-  return cudaErrorInvalidValue;
-}
 
-}  // namespace emulate_detail
+  }  // namespace emulate_detail
 
-// The call's main kernel for dtype D, its P dispatched here.
-template <DType D>
-cudaError_t emulate_launch(bool exact, const EmulateParams& p, cudaStream_t stream) {
-  return emulate_detail::launch_ranks<D>(exact, p, stream);
-}
+  // The call's main kernel for dtype D, its P dispatched here.
+  template <DType D>
+  cudaError_t emulate_launch(bool exact, const EmulateParams& p, cudaStream_t stream) {
+    return emulate_detail::launch_ranks<D>(exact, p, stream);
+  }
 
-}  // namespace echo::cuda
+  }  // namespace echo::cuda

@@ -262,7 +262,10 @@ class Trainer:
         os.replace(path + ".tmp", path)
 
     def load(self, path: str):
-        state = torch.load(path, map_location=self.device, weights_only=False)
+        # On the CPU, as saved: load_state_dict copies the weights and moments onto the model's
+        # device, AdamW's step counts stay CPU tensors as in an unbroken run, and torch takes the
+        # generator states as CPU bytes.
+        state = torch.load(path, map_location="cpu", weights_only=False)
         now = run_config(self.args)
         # An option added after the state was saved counts as its default there (e.g. --dropout 0).
         defaults = vars(build_parser().parse_args(["--out", self.args.out]))
@@ -273,10 +276,9 @@ class Trainer:
                            f"arguments or another --out")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        # map_location moved the generator states onto the device; torch takes them as CPU bytes.
-        torch.set_rng_state(state["rng_cpu"].cpu())
+        torch.set_rng_state(state["rng_cpu"])
         if state["rng_cuda"] is not None and self.device.type == "cuda":
-            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])
+            torch.cuda.set_rng_state_all(state["rng_cuda"])
         self.step = state["step"]
 
     # -- steps ------------------------------------------------------------------------------

@@ -15,9 +15,10 @@
 #             overrides the bench's arguments): throughput, occupancy, warp stall reasons,
 #             instruction mix, and per-SASS-line samples (profile-sass.csv; the library is built
 #             with -lineinfo)
-#   batch-ab  the speed goal's bench row (and cuda_emulate) built a second time, in BUILD_DIR-batch2,
-#             with ECHO_EMULATE_LOAD_BATCH=2 (two ranks' loads in flight at once, 80 registers)
-#             beside the default four (122 registers): which of the two the kernel should keep
+#   batch-ab  the speed goal's bench row (and cuda_emulate) built a second time, in
+#             BUILD_DIR-batchN, with ECHO_EMULATE_LOAD_BATCH=N (ALT_LOAD_BATCH, default 3: ranks
+#             whose loads are in flight at once), beside the default batch of two: which batch
+#             the kernel should keep
 # Stages run in the order given (default: build test bench sanitize). Environment: BUILD_DIR
 # (default build-emulate), DEADLINE_S (default 450): the sanitizer runs shrink or are skipped so
 # that the whole script ends within that many seconds of its start.
@@ -114,22 +115,23 @@ stage_profile() {
 }
 
 stage_batch-ab() {
-  local b2=$build-batch2 args="16777216 4 4 dual bf16 50"
+  local alt=${ALT_LOAD_BATCH:-3} args="16777216 4 4 dual bf16 50"
+  local b2=$build-batch$alt
   find_nccl "$b2"
   cmake -S "$root" -B "$b2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DECHO_BUILD_MODEL=OFF \
         ${nccl_root:+-DNCCL_ROOT=$nccl_root} -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial \
-        -DCMAKE_CUDA_FLAGS=-DECHO_EMULATE_LOAD_BATCH=2 >"$out/batch2-configure.log" 2>&1 &&
-    cmake --build "$b2" -j "$(nproc)" --target cuda_emulate echo_cuda_emulate_bench >"$out/batch2-build.log" 2>&1 ||
+        -DCMAKE_CUDA_FLAGS=-DECHO_EMULATE_LOAD_BATCH=$alt >"$out/batch$alt-configure.log" 2>&1 &&
+    cmake --build "$b2" -j "$(nproc)" --target cuda_emulate echo_cuda_emulate_bench >"$out/batch$alt-build.log" 2>&1 ||
     { note "batch-ab: build FAILED"; return 1; }
-  timeout "${TEST_TIMEOUT:-300}" "$b2/bin/cuda_emulate" --report_level=short >"$out/batch2-test.log" 2>&1
-  note "batch-ab: cuda_emulate (load batch 2): rc=$?"
+  timeout "${TEST_TIMEOUT:-300}" "$b2/bin/cuda_emulate" --report_level=short >"$out/batch$alt-test.log" 2>&1
+  note "batch-ab: cuda_emulate (load batch $alt): rc=$?"
   local dir
   for dir in "$build" "$b2"; do
     echo "== $dir: echo_cuda_emulate_bench $args"
     # shellcheck disable=SC2086  # args are the tool's word list
     timeout 120 "$dir/bin/echo_cuda_emulate_bench" $args 2>&1
   done | tee "$out/batch-ab.log"
-  note "batch-ab (load batch 4, then 2): $(grep -E '^ratio' "$out/batch-ab.log" | awk '{print $2}' | tr '\n' ' ')"
+  note "batch-ab (load batch 2, then $alt): $(grep -E '^ratio' "$out/batch-ab.log" | awk '{print $2}' | tr '\n' ' ')"
 }
 
 for s in "${stages[@]}"; do

@@ -48,11 +48,18 @@ inline std::vector<float> make_input(std::uint64_t seed, std::size_t count, DTyp
 // spanning more takes the wide map under overflow-groups wide (2.4).
 inline constexpr float kFp16ScaleLimitRange = 65504.0f * 15.0f;
 
+// The largest magnitude make_wide_input scales a group to: eight ranks' sums stay below half the
+// bf16 and fp32 range, so every input is finite and no sum overflows (a non-finite input or sum
+// poisons its whole group, which would hide the finite-in, finite-out promise of docs/numerics.md
+// 2.4 behind the poison rule).
+inline constexpr float kWideInputMagnitude = 1e37f;
+
 // Inputs for overflow-groups wide (docs/numerics.md 2.4): make_input's groups scaled by 10^e for
-// e cycling through 0..37 (bf16, fp32; fp16 inputs stay in range and reach the limit only as sums
-// of +-65504 groups on every rank), and on rank 0 groups at and just past the fp16 scale limit
-// (top value the largest dtype value <= kFp16ScaleLimitRange or the next one up, a 1 and zeros;
-// the other ranks send zeros there, so the owner's sum meets the same boundary).
+// e cycling through 0..37, or less where the group's largest magnitude would pass
+// kWideInputMagnitude (bf16, fp32; fp16 inputs stay in range and reach the limit only as sums of
+// +-65504 groups on every rank), and on rank 0 groups at and just past the fp16 scale limit (top
+// value the largest dtype value <= kFp16ScaleLimitRange or the next one up, a 1 and zeros; the
+// other ranks send zeros there, so the owner's sum meets the same boundary).
 inline std::vector<float> make_wide_input(std::uint64_t seed, std::size_t count, DType dtype, int group, int rank) {
   std::vector<float> x = make_input(seed, count, dtype, group);
   const std::size_t groups = (count + group - 1) / group;
@@ -78,7 +85,10 @@ inline std::vector<float> make_wide_input(std::uint64_t seed, std::size_t count,
         for (std::size_t i = begin; i < end; ++i) x[i] = (i % 2 ? -65504.0f : 65504.0f);
       }
     } else {
-      const float f = std::pow(10.0f, static_cast<float>((gi / 5 * 3 + kind) % 38));
+      float top = 0.0f;
+      for (std::size_t i = begin; i < end; ++i) top = std::max(top, std::fabs(x[i]));
+      float f = std::pow(10.0f, static_cast<float>((gi / 5 * 3 + kind) % 38));
+      if (top > 0.0f) f = std::min(f, kWideInputMagnitude / top);
       for (std::size_t i = begin; i < end; ++i) x[i] = round_to_dtype(x[i] * f, dtype);
     }
   }

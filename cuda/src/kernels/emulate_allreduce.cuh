@@ -56,13 +56,15 @@ __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
 // Ranks whose lane loads (input and averages) are issued together before any of them is used: the
 // loads of a batch are in flight at once instead of one rank's after another's arithmetic (the
 // kernel is bound by latency), and a batch's averages hold 2 E registers per rank. The default
-// quantized kernel takes kLoadBatch: four, 122 registers at P = 4 bf16 (two blocks per
-// multiprocessor); two, 80 (three). ECHO_EMULATE_LOAD_BATCH overrides it to compare the two on a
-// GPU (scripts/emulate_gpu_check.sh, stage batch-ab). The options variant and the exact kernel
-// keep the loop of one rank at a time (kSerialLoads): batched, they need up to 177 and 127
-// registers, and even the batch loop run with one rank made the options variant spill at P = 8.
+// quantized kernel takes kLoadBatch = 2: 80 registers at P = 4 bf16 (three blocks per
+// multiprocessor), 0.581 of a copy's bandwidth on the speed goal's row against 0.530 with four
+// (122 registers, two blocks; docs/performance.md, "Emulation: batched loads").
+// ECHO_EMULATE_LOAD_BATCH overrides it to compare batches on a GPU (scripts/emulate_gpu_check.sh,
+// stage batch-ab). The options variant and the exact kernel keep the loop of one rank at a time
+// (kSerialLoads): batched, they need up to 177 and 127 registers, and even the batch loop run with
+// one rank made the options variant spill at P = 8.
 #ifndef ECHO_EMULATE_LOAD_BATCH
-#define ECHO_EMULATE_LOAD_BATCH 4
+#define ECHO_EMULATE_LOAD_BATCH 2
 #endif
 constexpr int kLoadBatch = ECHO_EMULATE_LOAD_BATCH;
 constexpr int kSerialLoads = 1;

@@ -58,7 +58,7 @@ __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
 // kernel is bound by latency), and a batch's averages hold 2 E registers per rank. The default
 // quantized kernel takes kLoadBatch = 2: 80 registers at P = 4 bf16 (three blocks per
 // multiprocessor), 0.581 of a copy's bandwidth on the speed goal's row against 0.530 with four
-// (122 registers, two blocks; docs/performance.md, "Emulation: batched loads").
+// (122 registers, two blocks; docs/performance.md, "One-GPU emulation").
 // ECHO_EMULATE_LOAD_BATCH overrides it to compare batches on a GPU (scripts/emulate_gpu_check.sh,
 // stage batch-ab). The options variant and the exact kernel keep the loop of one rank at a time
 // (kSerialLoads): batched, they need up to 177 and 127 registers, and even the batch loop run with

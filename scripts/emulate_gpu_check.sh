@@ -15,10 +15,14 @@
 #             overrides the bench's arguments): throughput, occupancy, warp stall reasons,
 #             instruction mix, and per-SASS-line samples (profile-sass.csv; the library is built
 #             with -lineinfo)
-#   batch-ab  the speed goal's bench row (and cuda_emulate) built a second time, in
-#             BUILD_DIR-batchN, with ECHO_EMULATE_LOAD_BATCH=N (ALT_LOAD_BATCH, default 3: ranks
-#             whose loads are in flight at once), beside the default batch of two: which batch
-#             the kernel should keep
+#   batch-ab  the speed goal's bench row against builds of the emulation with other compile-time
+#             choices: ALT_FLAGS, ';'-separated CUDA flag sets (default
+#             -DECHO_EMULATE_LOAD_BATCH=$ALT_LOAD_BATCH, ALT_LOAD_BATCH default 3; also
+#             -DECHO_EMULATE_MIN_BLOCKS=N, the blocks per multiprocessor the default quantized
+#             kernel's registers must allow), each built in BUILD_DIR-altI with cuda_emulate run on
+#             it, then the row of the default build and of every alternative in turn, twice
+#             (A B.. A B..), so drift between the passes shows. When ALT_FLAGS is set, the build
+#             stage builds the alternatives beside the default build.
 # Stages run in the order given (default: build test bench sanitize). Environment: BUILD_DIR
 # (default build-emulate), DEADLINE_S (default 450): the sanitizer runs shrink or are skipped so
 # that the whole script ends within that many seconds of its start.
@@ -45,9 +49,32 @@ stage_build() {
         -DECHO_BUILD_MODEL=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
         -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||
     { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
+  local alt_pids=() i=0 flags
+  if [[ -n ${ALT_FLAGS:-} ]]; then
+    for flags in "${alt_flags[@]}"; do
+      build_alt $((++i)) "$flags" &
+      alt_pids+=($!)
+    done
+  fi
   cmake --build "$build" -j "$(nproc)" --target cuda_emulate cuda_emulate_args echo_cuda_emulate_bench \
         >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
   note "build ok"
+  local pid
+  for pid in "${alt_pids[@]}"; do wait "$pid" || note "an alternative build FAILED (alt*-build.log)"; done
+}
+
+# The compile-time alternatives of batch-ab, one flag set each.
+alt_flags=()
+IFS=';' read -r -a alt_flags <<<"${ALT_FLAGS:--DECHO_EMULATE_LOAD_BATCH=${ALT_LOAD_BATCH:-3}}"
+
+# build_alt I FLAGS: the emulation's test and bench built in BUILD_DIR-altI with FLAGS.
+build_alt() {
+  local dir=$build-alt$1
+  find_nccl "$dir"
+  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DECHO_BUILD_MODEL=OFF \
+        ${nccl_root:+-DNCCL_ROOT=$nccl_root} -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial \
+        "-DCMAKE_CUDA_FLAGS=$2" >"$out/alt$1-configure.log" 2>&1 &&
+    cmake --build "$dir" -j "$(nproc)" --target cuda_emulate echo_cuda_emulate_bench >"$out/alt$1-build.log" 2>&1
 }
 
 # run_suite LABEL LOG EXE [ARGS...]: one Boost.Test executable, its verdict in the summary.
@@ -115,23 +142,26 @@ stage_profile() {
 }
 
 stage_batch-ab() {
-  local alt=${ALT_LOAD_BATCH:-3} args="16777216 4 4 dual bf16 50"
-  local b2=$build-batch$alt
-  find_nccl "$b2"
-  cmake -S "$root" -B "$b2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DECHO_BUILD_MODEL=OFF \
-        ${nccl_root:+-DNCCL_ROOT=$nccl_root} -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial \
-        -DCMAKE_CUDA_FLAGS=-DECHO_EMULATE_LOAD_BATCH=$alt >"$out/batch$alt-configure.log" 2>&1 &&
-    cmake --build "$b2" -j "$(nproc)" --target cuda_emulate echo_cuda_emulate_bench >"$out/batch$alt-build.log" 2>&1 ||
-    { note "batch-ab: build FAILED"; return 1; }
-  timeout "${TEST_TIMEOUT:-300}" "$b2/bin/cuda_emulate" --report_level=short >"$out/batch$alt-test.log" 2>&1
-  note "batch-ab: cuda_emulate (load batch $alt): rc=$?"
-  local dir
-  for dir in "$build" "$b2"; do
-    echo "== $dir: echo_cuda_emulate_bench $args"
-    # shellcheck disable=SC2086  # args are the tool's word list
-    timeout 120 "$dir/bin/echo_cuda_emulate_bench" $args 2>&1
+  local args="16777216 4 4 dual bf16 50" i pass dir label
+  for i in "${!alt_flags[@]}"; do
+    build_alt $((i + 1)) "${alt_flags[i]}" || { note "batch-ab: build of ${alt_flags[i]} FAILED"; return 1; }
+    timeout "${TEST_TIMEOUT:-300}" "$build-alt$((i + 1))/bin/cuda_emulate" --report_level=short \
+      >"$out/alt$((i + 1))-test.log" 2>&1
+    note "batch-ab: cuda_emulate (${alt_flags[i]}): rc=$?"
+  done
+  for pass in 1 2; do
+    for i in default "${!alt_flags[@]}"; do
+      if [[ $i == default ]]; then
+        dir=$build label=default
+      else
+        dir=$build-alt$((i + 1)) label=${alt_flags[i]}
+      fi
+      echo "== pass $pass, $label ($dir): echo_cuda_emulate_bench $args"
+      # shellcheck disable=SC2086  # args are the tool's word list
+      timeout 120 "$dir/bin/echo_cuda_emulate_bench" $args 2>&1
+    done
   done | tee "$out/batch-ab.log"
-  note "batch-ab (load batch 2, then $alt): $(grep -E '^ratio' "$out/batch-ab.log" | awk '{print $2}' | tr '\n' ' ')"
+  note "batch-ab (default, then ${ALT_FLAGS:-${alt_flags[0]}}; two passes): $(grep -E '^ratio' "$out/batch-ab.log" | awk '{print $2}' | tr '\n' ' ')"
 }
 
 for s in "${stages[@]}"; do

@@ -70,6 +70,16 @@ constexpr int kLoadBatch = ECHO_EMULATE_LOAD_BATCH;
 constexpr int kSerialLoads = 1;
 static_assert(kLoadBatch >= 1, "at least one rank per batch");
 
+// ECHO_EMULATE_MIN_BLOCKS: blocks of kBlockThreads per multiprocessor that the default quantized
+// kernel's registers must allow (its launch bounds; the options variant keeps the compiler's
+// choice), to compare occupancy against spills on a GPU (scripts/emulate_gpu_check.sh, batch-ab).
+// Unset: the compiler's choice for both.
+#ifdef ECHO_EMULATE_MIN_BLOCKS
+#define ECHO_EMULATE_QUANTIZED_BOUNDS __launch_bounds__(kBlockThreads, kOptions ? 1 : ECHO_EMULATE_MIN_BLOCKS)
+#else
+#define ECHO_EMULATE_QUANTIZED_BOUNDS __launch_bounds__(kBlockThreads)
+#endif
+
 // Every rank's x' of the lane (gradient units); also the optional x' output. The loads of a batch
 // of ranks come first, then their compensation, then their x' stores.
 // The state x' was formed from is not kept: update_rank loads it again (from cache), which leaves
@@ -300,7 +310,7 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
 // rank's sent terms rotated once, the owner's sum and the gathered result in rotated units, the
 // output and the local residuals de-rotated; the compensator state stays unrotated).
 template <DType D, int P, bool kOptions>
-__global__ void __launch_bounds__(kBlockThreads) emulate_quantized_kernel(EmulateParams a) {
+__global__ void ECHO_EMULATE_QUANTIZED_BOUNDS emulate_quantized_kernel(EmulateParams a) {
   constexpr int kBatch = kOptions ? kSerialLoads : kLoadBatch;
   __shared__ float2 warp_stats[kWarpsPerBlock];
   __shared__ float4 rotation_exchange[kOptions ? kBlockThreads : 1];

@@ -67,14 +67,15 @@ stage_build() {
 alt_flags=()
 IFS=';' read -r -a alt_flags <<<"${ALT_FLAGS:--DECHO_EMULATE_LOAD_BATCH=${ALT_LOAD_BATCH:-3}}"
 
-# build_alt I FLAGS: the emulation's test and bench built in BUILD_DIR-altI with FLAGS.
+# build_alt I FLAGS: the emulation's test and bench built in BUILD_DIR-altI with FLAGS (logs appended:
+# a failure of the build stage stays readable after batch-ab builds again).
 build_alt() {
   local dir=$build-alt$1
   find_nccl "$dir"
   cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DECHO_BUILD_MODEL=OFF \
         ${nccl_root:+-DNCCL_ROOT=$nccl_root} -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial \
-        "-DCMAKE_CUDA_FLAGS=$2" >"$out/alt$1-configure.log" 2>&1 &&
-    cmake --build "$dir" -j "$(nproc)" --target cuda_emulate echo_cuda_emulate_bench >"$out/alt$1-build.log" 2>&1
+        "-DCMAKE_CUDA_FLAGS=$2" >>"$out/alt$1-configure.log" 2>&1 &&
+    cmake --build "$dir" -j "$(nproc)" --target cuda_emulate echo_cuda_emulate_bench >>"$out/alt$1-build.log" 2>&1
 }
 
 # run_suite LABEL LOG EXE [ARGS...]: one Boost.Test executable, its verdict in the summary.

@@ -49,14 +49,17 @@ stage_build() {
         -DECHO_BUILD_MODEL=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
         -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||
     { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
-  local alt_pids=() i=0 flags
+  local alt_pids=() i=0 flags jobs=$(nproc)
   if [[ -n ${ALT_FLAGS:-} ]]; then
+    # The cores shared between the builds (each nvcc of an emulation unit takes gigabytes).
+    jobs=$(( $(nproc) / (${#alt_flags[@]} + 1) ))
+    (( jobs >= 2 )) || jobs=2
     for flags in "${alt_flags[@]}"; do
-      build_alt $((++i)) "$flags" &
+      build_alt $((++i)) "$flags" "$jobs" &
       alt_pids+=($!)
     done
   fi
-  cmake --build "$build" -j "$(nproc)" --target cuda_emulate cuda_emulate_args echo_cuda_emulate_bench \
+  cmake --build "$build" -j "$jobs" --target cuda_emulate cuda_emulate_args echo_cuda_emulate_bench \
         >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
   note "build ok"
   local pid
@@ -67,7 +70,7 @@ stage_build() {
 alt_flags=()
 IFS=';' read -r -a alt_flags <<<"${ALT_FLAGS:--DECHO_EMULATE_LOAD_BATCH=${ALT_LOAD_BATCH:-3}}"
 
-# build_alt I FLAGS: the emulation's test and bench built in BUILD_DIR-altI with FLAGS (logs appended:
+# build_alt I FLAGS [JOBS]: the emulation's test and bench built in BUILD_DIR-altI with FLAGS (logs appended:
 # a failure of the build stage stays readable after batch-ab builds again).
 build_alt() {
   local dir=$build-alt$1
@@ -75,7 +78,7 @@ build_alt() {
   cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DECHO_BUILD_MODEL=OFF \
         ${nccl_root:+-DNCCL_ROOT=$nccl_root} -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial \
         "-DCMAKE_CUDA_FLAGS=$2" >>"$out/alt$1-configure.log" 2>&1 &&
-    cmake --build "$dir" -j "$(nproc)" --target cuda_emulate echo_cuda_emulate_bench >>"$out/alt$1-build.log" 2>&1
+    cmake --build "$dir" -j "${3:-$(nproc)}" --target cuda_emulate echo_cuda_emulate_bench >>"$out/alt$1-build.log" 2>&1
 }
 
 # run_suite LABEL LOG EXE [ARGS...]: one Boost.Test executable, its verdict in the summary.

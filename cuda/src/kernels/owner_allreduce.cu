@@ -1,4 +1,5 @@
-// Host launcher of the owner all-reduce kernel (owner_allreduce.cuh): picks the dtype's variant.
+// Host launcher of the owner all-reduce kernel (owner_allreduce.cuh): picks the dtype's variants
+// (owner_dispatch.cpp then picks the bit width's).
 #include "launch.h"
 
 namespace echo::cuda {

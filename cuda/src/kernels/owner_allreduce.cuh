@@ -1,8 +1,8 @@
-// The owner all-reduce kernel (included once per dtype by owner_allreduce_<dtype>.cu): the owner
-// all-reduce over peer-to-peer writes (paper Sec. 4.2 and Appendix C; numerics in docs/numerics.md
-// 4). One persistent kernel per rank and launch runs the four stages as jobs on tiles of whole
-// groups (or, in the split form of some variants, two kernels one after the other: push + reduce +
-// gather, then the tail; owner_split_tail in launch.h):
+// The owner all-reduce kernel (included once per dtype and bit width by
+// owner_allreduce_<dtype>_b<bits>.cu): the owner all-reduce over peer-to-peer writes (paper Sec. 4.2
+// and Appendix C; numerics in docs/numerics.md 4). One persistent kernel per rank and launch runs
+// the four stages as jobs on tiles of whole groups (or, in the split form of some variants, two
+// kernels one after the other: push + reduce + gather, then the tail; owner_split_tail in launch.h):
 //   push   quantize segment j != rank of x' = x + c, write codes + fp16 parameters into owner j,
 //          publish push flag [rank][tile] on j                                     (owner/push.cuh)
 //   reduce wait for the P-1 push flags of a tile, dequantize the copies, fp32 sum in rank order

@@ -1,6 +1,7 @@
 // The owner kernel's variants on the host side: the list of (bits, lane elements, compensator)
 // shapes, the instance a launch runs (fused, or the split push + reduce and tail kernels), its
-// dynamic shared memory, residency and preloading. Included once per dtype (owner_allreduce_<dtype>.cu).
+// dynamic shared memory, residency and preloading. Included once per dtype and bit width
+// (owner_allreduce_<dtype>_b<bits>.cu).
 #pragma once
 
 #include <algorithm>
@@ -67,21 +68,21 @@ cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStr
   return launch_instance<D, BITS, E, COMP, kFusedStages>(a, last_round, grid, stream);
 }
 
-// The kernel variant of a call shape: (bits, elements per lane, compensator); lane_elements()
-// picks 8 only with the compensator (local residual), so the 8-element variants exist only with
-// COMP.
-#define ECHO_OWNER_VARIANTS(X, D)                                                              \
-  X(D, 4, 32, false) X(D, 4, 32, true) X(D, 4, 16, false) X(D, 4, 16, true) X(D, 4, 8, true)   \
-  X(D, 8, 32, false) X(D, 8, 32, true) X(D, 8, 16, false) X(D, 8, 16, true) X(D, 8, 8, true)
+// The kernel variants of one bit width, as (bits, elements per lane, compensator) shapes;
+// lane_elements() picks 8 only with the compensator (local residual), so the 8-element variants
+// exist only with COMP.
+#define ECHO_OWNER_VARIANTS_OF_BITS(X, D, B) \
+  X(D, B, 32, false) X(D, B, 32, true) X(D, B, 16, false) X(D, B, 16, true) X(D, B, 8, true)
 
-template <DType D>
-cudaError_t launch_dtype(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
+// Launches the variant of a call of this dtype and bit width (a.bits == BITS).
+template <DType D, int BITS>
+cudaError_t launch_dtype_bits(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
   const Compensation c = compensation_of(a.comp.mode, a.comp.residual);
   const bool comp = c != Compensation::kOff;
-  const int e = lane_elements(a.bits, a.group, c);
+  const int e = lane_elements(BITS, a.group, c);
 #define ECHO_LAUNCH(DD, B, EE, C) \
-  if (a.bits == B && e == EE && comp == C) return launch_variant<DD, B, EE, C>(a, last_round, grid, stream);
-  ECHO_OWNER_VARIANTS(ECHO_LAUNCH, D)
+  if (e == EE && comp == C) return launch_variant<DD, B, EE, C>(a, last_round, grid, stream);
+  ECHO_OWNER_VARIANTS_OF_BITS(ECHO_LAUNCH, D, BITS)
 #undef ECHO_LAUNCH
   return cudaErrorInvalidValue;
 }
@@ -120,15 +121,15 @@ struct Instances {
   }
 };
 
-// Resident blocks per multiprocessor of the variant a call of this shape launches (the fewest of
-// its kernels: a call launches them on the same grid).
-template <DType D>
-int blocks_per_sm_dtype(int bits, int group, Compensation c) {
+// Resident blocks per multiprocessor of the variant a call of this dtype, bit width and shape
+// launches (the fewest of its kernels: a call launches them on the same grid).
+template <DType D, int BITS>
+int blocks_per_sm_dtype_bits(int group, Compensation c) {
   int n = 1;
   const bool comp = c != Compensation::kOff;
-  const int e = lane_elements(bits, group, c);
+  const int e = lane_elements(BITS, group, c);
 #define ECHO_PICK(DD, B, EE, C)                                                                    \
-  if (bits == B && e == EE && comp == C) {                                                         \
+  if (e == EE && comp == C) {                                                                      \
     using I = Instances<DD, B, EE, C>;                                                             \
     const void* f[I::kCount];                                                                      \
     I::list(f);                                                                                    \
@@ -138,15 +139,15 @@ int blocks_per_sm_dtype(int bits, int group, Compensation c) {
       if (f[k] != nullptr) n = std::min(n, resident_blocks_per_sm(f[k], smem));                    \
     }                                                                                              \
   }
-  ECHO_OWNER_VARIANTS(ECHO_PICK, D)
+  ECHO_OWNER_VARIANTS_OF_BITS(ECHO_PICK, D, BITS)
 #undef ECHO_PICK
   return n;
 }
 
-// Loads every kernel of this dtype into the current context (see preload_kernels) and lets the
-// staged ones use their dynamic shared memory (above the default 48 KiB for some).
-template <DType D>
-cudaError_t preload_dtype() {
+// Loads every kernel of this dtype and bit width into the current context (see preload_kernels)
+// and lets the staged ones use their dynamic shared memory (above the default 48 KiB for some).
+template <DType D, int BITS>
+cudaError_t preload_dtype_bits() {
   cudaError_t e = cudaSuccess;
 #define ECHO_LOAD(DD, B, EE, C)                                                                     \
   if (e == cudaSuccess) {                                                                           \
@@ -162,12 +163,12 @@ cudaError_t preload_dtype() {
       }                                                                                             \
     }                                                                                               \
   }
-  ECHO_OWNER_VARIANTS(ECHO_LOAD, D)
+  ECHO_OWNER_VARIANTS_OF_BITS(ECHO_LOAD, D, BITS)
 #undef ECHO_LOAD
   return e;
 }
 
-#undef ECHO_OWNER_VARIANTS
+#undef ECHO_OWNER_VARIANTS_OF_BITS
 
 }  // namespace owner_detail
 }  // namespace echo::cuda

@@ -1,17 +1,9 @@
-// Owner kernel variants of one dtype and bit width (one translation unit each keeps parallel builds
-// short; owner_dispatch.cpp picks the bit width).
+// Owner kernel variants of f16 at 4 bits (one translation unit per dtype and bit width keeps
+// parallel builds short; owner_dispatch.cpp picks the bit width).
 #include "owner_allreduce.cuh"
 
 namespace echo::cuda {
 
-cudaError_t owner_allreduce_f16_b4(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
-  return owner_detail::launch_dtype_bits<DType::kFloat16, 4>(a, last_round, grid, stream);
-}
-
-int owner_blocks_per_sm_f16_b4(int group, Compensation comp) {
-  return owner_detail::blocks_per_sm_dtype_bits<DType::kFloat16, 4>(group, comp);
-}
-
-cudaError_t owner_preload_f16_b4() { return owner_detail::preload_dtype_bits<DType::kFloat16, 4>(); }
+ECHO_OWNER_UNIT(f16, DType::kFloat16, 4)
 
 }  // namespace echo::cuda

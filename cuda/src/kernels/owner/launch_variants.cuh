@@ -172,3 +172,15 @@ cudaError_t preload_dtype_bits() {
 
 }  // namespace owner_detail
 }  // namespace echo::cuda
+
+// The host entry points of one dtype and bit width, defined by its translation unit
+// (owner_allreduce_<NAME>_b<BITS>.cu) and called by owner_dispatch.cpp.
+#define ECHO_OWNER_UNIT(NAME, D, BITS)                                                              \
+  cudaError_t owner_allreduce_##NAME##_b##BITS(const CallArgs& a, bool last_round, int grid,        \
+                                                cudaStream_t stream) {                              \
+    return owner_detail::launch_dtype_bits<D, BITS>(a, last_round, grid, stream);                   \
+  }                                                                                                 \
+  int owner_blocks_per_sm_##NAME##_b##BITS(int group, Compensation comp) {                          \
+    return owner_detail::blocks_per_sm_dtype_bits<D, BITS>(group, comp);                            \
+  }                                                                                                 \
+  cudaError_t owner_preload_##NAME##_b##BITS() { return owner_detail::preload_dtype_bits<D, BITS>(); }

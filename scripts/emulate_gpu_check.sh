@@ -41,21 +41,20 @@ summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 
 stage_build() {
-  # NCCL's header (the library's internal headers include it): scripts/nccl_env.sh.
-  find_nccl "$build"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt" 2>&1
+  configure "$build" >"$out/configure.log" 2>&1
+  local rc=$?
   note "gpu: $(head -1 "$out/gpu.txt"); nccl root: ${nccl_root:-system}"
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-        -DECHO_BUILD_MODEL=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
-        -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||
-    { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
-  local alt_pids=() i=0 flags jobs=$(nproc)
+  (( rc == 0 )) || { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
+  local alt_pids=() i=0 flags jobs
+  jobs=$(nproc)
   if [[ -n ${ALT_FLAGS:-} ]]; then
     # The cores shared between the builds (each nvcc of an emulation unit takes gigabytes).
     jobs=$(( $(nproc) / (${#alt_flags[@]} + 1) ))
     (( jobs >= 2 )) || jobs=2
     for flags in "${alt_flags[@]}"; do
-      build_alt $((++i)) "$flags" "$jobs" &
+      i=$((i + 1))  # here, not in the background command's arguments (they expand in its subshell)
+      build_alt "$i" "$flags" "$jobs" &
       alt_pids+=($!)
     done
   fi
@@ -70,14 +69,21 @@ stage_build() {
 alt_flags=()
 IFS=';' read -r -a alt_flags <<<"${ALT_FLAGS:--DECHO_EMULATE_LOAD_BATCH=${ALT_LOAD_BATCH:-3}}"
 
+# configure DIR [CMAKE_ARGS...]: the emulation's build configuration (sm_90, Release, no model) in
+# DIR, with NCCL's header (the library's internal headers include it) found by scripts/nccl_env.sh.
+configure() {
+  local dir=$1
+  shift
+  find_nccl "$dir"
+  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DECHO_BUILD_MODEL=OFF \
+        ${nccl_root:+-DNCCL_ROOT=$nccl_root} -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial "$@"
+}
+
 # build_alt I FLAGS [JOBS]: the emulation's test and bench built in BUILD_DIR-altI with FLAGS (logs appended:
 # a failure of the build stage stays readable after batch-ab builds again).
 build_alt() {
   local dir=$build-alt$1
-  find_nccl "$dir"
-  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DECHO_BUILD_MODEL=OFF \
-        ${nccl_root:+-DNCCL_ROOT=$nccl_root} -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial \
-        "-DCMAKE_CUDA_FLAGS=$2" >>"$out/alt$1-configure.log" 2>&1 &&
+  configure "$dir" "-DCMAKE_CUDA_FLAGS=$2" >>"$out/alt$1-configure.log" 2>&1 &&
     cmake --build "$dir" -j "${3:-$(nproc)}" --target cuda_emulate echo_cuda_emulate_bench >>"$out/alt$1-build.log" 2>&1
 }
 

@@ -19,8 +19,9 @@
 #             choices: ALT_FLAGS, ';'-separated CUDA flag sets (default
 #             -DECHO_EMULATE_LOAD_BATCH=$ALT_LOAD_BATCH, ALT_LOAD_BATCH default 3; also
 #             -DECHO_EMULATE_MIN_BLOCKS=N, the blocks per multiprocessor the default quantized
-#             kernel's registers must allow), each built in BUILD_DIR-altI with cuda_emulate run on
-#             it, then the row of the default build and of every alternative in turn, twice
+#             kernel's registers must allow; both override every dtype's choice), each built in
+#             BUILD_DIR-altI with cuda_emulate run on it, then the row of the default build and of
+#             every alternative in turn, twice
 #             (A B.. A B..), so drift between the passes shows. When ALT_FLAGS is set, the build
 #             stage builds the alternatives beside the default build.
 # Stages run in the order given (default: build test bench sanitize). Environment: BUILD_DIR

@@ -54,31 +54,44 @@ __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
 }
 
 // Ranks whose lane loads (input and averages) are issued together before any of them is used: the
-// loads of a batch are in flight at once instead of one rank's after another's arithmetic (the
-// kernel is bound by latency), and a batch's averages hold 2 E registers per rank. The default
-// quantized kernel takes kLoadBatch = 2: 80 registers at P = 4 bf16 (three blocks per
-// multiprocessor), 0.581 of a copy's bandwidth on the speed goal's row against 0.530 with four
-// (122 registers, two blocks; docs/performance.md, "One-GPU emulation").
-// ECHO_EMULATE_LOAD_BATCH overrides it to compare batches on a GPU (scripts/emulate_gpu_check.sh,
-// stage batch-ab). The options variant and the exact kernel keep the loop of one rank at a time
-// (kSerialLoads): batched, they need up to 177 and 127 registers, and even the batch loop run with
-// one rank made the options variant spill at P = 8.
-#ifndef ECHO_EMULATE_LOAD_BATCH
-#define ECHO_EMULATE_LOAD_BATCH 2
-#endif
-constexpr int kLoadBatch = ECHO_EMULATE_LOAD_BATCH;
+// loads of a batch are in flight at once instead of one rank's after another's arithmetic, and a
+// batch's averages hold 2 E registers per rank. Against that, the registers a thread holds set how
+// many blocks a multiprocessor keeps resident. The default quantized kernel, per input dtype
+// (docs/performance.md, "One-GPU emulation", measured side by side on one H200):
+// - bf16 and fp16: one rank at a time, with launch bounds that ask for four blocks per
+//   multiprocessor (64 registers, no spill at P = 4): 0.604 of a copy's bandwidth on the speed
+//   goal's row against 0.583 with two ranks and the compiler's choice (80 registers, three
+//   blocks), and faster on every other row of 16-bit inputs (the uncompensated and
+//   local-residual rows by 15-16%);
+// - fp32: two ranks, the compiler's choice of registers: 0.615 against 0.591 the other way (its
+//   loads are twice as wide, so more of them in flight pays more than residency).
+// ECHO_EMULATE_LOAD_BATCH and ECHO_EMULATE_MIN_BLOCKS override both for every dtype, to compare
+// alternatives on a GPU (scripts/emulate_gpu_check.sh, stage batch-ab). The options variant and the
+// exact kernel keep the loop of one rank at a time (kSerialLoads) and the compiler's choice of
+// registers: batched, they need up to 177 and 127 registers, and even the batch loop run with one
+// rank made the options variant spill at P = 8.
 constexpr int kSerialLoads = 1;
-static_assert(kLoadBatch >= 1, "at least one rank per batch");
 
-// ECHO_EMULATE_MIN_BLOCKS: blocks of kBlockThreads per multiprocessor that the default quantized
-// kernel's registers must allow (its launch bounds; the options variant keeps the compiler's
-// choice), to compare occupancy against spills on a GPU (scripts/emulate_gpu_check.sh, batch-ab).
-// Unset: the compiler's choice for both.
-#ifdef ECHO_EMULATE_MIN_BLOCKS
-#define ECHO_EMULATE_QUANTIZED_BOUNDS __launch_bounds__(kBlockThreads, kOptions ? 1 : ECHO_EMULATE_MIN_BLOCKS)
+template <DType D>
+constexpr int quantized_load_batch() {
+#ifdef ECHO_EMULATE_LOAD_BATCH
+  return ECHO_EMULATE_LOAD_BATCH;
 #else
-#define ECHO_EMULATE_QUANTIZED_BOUNDS __launch_bounds__(kBlockThreads)
+  return D == DType::kFloat32 ? 2 : 1;
 #endif
+}
+
+// Blocks of kBlockThreads per multiprocessor that the quantized kernel's registers must allow
+// (its launch bounds; 0 leaves the choice to the compiler, the same machine code as launch bounds
+// without that argument).
+template <DType D, bool kOptions>
+constexpr int quantized_min_blocks() {
+#ifdef ECHO_EMULATE_MIN_BLOCKS
+  return kOptions ? 0 : ECHO_EMULATE_MIN_BLOCKS;
+#else
+  return kOptions || D == DType::kFloat32 ? 0 : 4;
+#endif
+}
 
 // Every rank's x' of the lane (gradient units); also the optional x' output. The loads of a batch
 // of ranks come first, then their compensation, then their x' stores.
@@ -310,8 +323,10 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
 // rank's sent terms rotated once, the owner's sum and the gathered result in rotated units, the
 // output and the local residuals de-rotated; the compensator state stays unrotated).
 template <DType D, int P, bool kOptions>
-__global__ void ECHO_EMULATE_QUANTIZED_BOUNDS emulate_quantized_kernel(EmulateParams a) {
-  constexpr int kBatch = kOptions ? kSerialLoads : kLoadBatch;
+__global__ void __launch_bounds__(kBlockThreads, (quantized_min_blocks<D, kOptions>()))
+emulate_quantized_kernel(EmulateParams a) {
+  constexpr int kBatch = kOptions ? kSerialLoads : quantized_load_batch<D>();
+  static_assert(kBatch >= 1, "at least one rank per batch");
   __shared__ float2 warp_stats[kWarpsPerBlock];
   __shared__ float4 rotation_exchange[kOptions ? kBlockThreads : 1];
   const bool comp = a.comp.mode != CompensatorMode::kOff;

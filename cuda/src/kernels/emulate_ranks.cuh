@@ -1,0 +1,190 @@
+// Each rank's lane in the one-GPU emulation (emulate_allreduce.cuh): where the lane lies in the
+// message, its loads and x' = x + c (a batch of ranks' loads at a time, per dtype), and its
+// compensator update from its residual (local, or global from the delivered output).
+#pragma once
+
+#include "emulate_args.h"
+#include "emulate_lanes.cuh"
+
+namespace echo::cuda {
+namespace emulate_detail {
+
+using namespace device;
+
+constexpr int E = kEmulateLane;
+constexpr int kChunk = kBlockThreads * E;  // elements per block iteration
+static_assert(kChunk % kMaxGroup == 0, "every group lies inside one block iteration");
+
+// Where a thread's lane lies in the message.
+struct LaneSpot {
+  std::size_t e0;   // first element
+  int valid;        // elements inside the message (0 past its end)
+  int owner;        // rank whose segment holds the lane's group
+  bool group_head;  // first lane of its group
+};
+
+// The group size is a power of two (group_shift its log2), so the group of an element is a shift;
+// the owner counts the segment starts at or below the group (no 64-bit division per lane).
+template <int P>
+__device__ __forceinline__ LaneSpot lane_spot(const EmulateParams& a, std::size_t chunk) {
+  LaneSpot s;
+  s.e0 = chunk * kChunk + static_cast<std::size_t>(threadIdx.x) * E;
+  s.valid = s.e0 >= a.count ? 0 : (a.count - s.e0 < static_cast<std::size_t>(E) ? static_cast<int>(a.count - s.e0) : E);
+  const std::size_t grp = s.e0 >> a.group_shift;
+  s.owner = 0;
+#pragma unroll
+  for (int r = 1; r < P; ++r) s.owner += grp >= static_cast<std::size_t>(r) * a.groups_per_segment ? 1 : 0;
+  s.group_head = (s.e0 & static_cast<std::size_t>(a.group - 1)) == 0;
+  return s;
+}
+
+template <DType D>
+__device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
+  return static_cast<const typename Elem<D>::T*>(a.parts) + static_cast<std::size_t>(r) * a.count;
+}
+
+// Ranks whose lane loads (input and averages) are issued together before any of them is used: the
+// loads of a batch are in flight at once instead of one rank's after another's arithmetic, and a
+// batch's averages hold 2 E registers per rank. Against that, the registers a thread holds set how
+// many blocks a multiprocessor keeps resident. The default quantized kernel, per input dtype
+// (docs/performance.md, "One-GPU emulation", measured side by side on one H200):
+// - bf16 and fp16: one rank at a time, with launch bounds that ask for four blocks per
+//   multiprocessor (64 registers, no spill at P = 4): 0.604 of a copy's bandwidth on the speed
+//   goal's row against 0.583 with two ranks and the compiler's choice (80 registers, three
+//   blocks), and faster on every other row of 16-bit inputs (the uncompensated and
+//   local-residual rows by 15-16%);
+// - fp32: two ranks, the compiler's choice of registers: 0.615 against 0.591 the other way (its
+//   loads are twice as wide, so more of them in flight pays more than residency).
+// ECHO_EMULATE_LOAD_BATCH and ECHO_EMULATE_MIN_BLOCKS override both for every dtype, to compare
+// alternatives on a GPU (scripts/emulate_gpu_check.sh, stage batch-ab). The options variant and the
+// exact kernel keep the loop of one rank at a time (kSerialLoads) and the compiler's choice of
+// registers: batched, they need up to 177 and 127 registers, and even the batch loop run with one
+// rank made the options variant spill at P = 8.
+constexpr int kSerialLoads = 1;
+
+template <DType D>
+constexpr int quantized_load_batch() {
+#ifdef ECHO_EMULATE_LOAD_BATCH
+  return ECHO_EMULATE_LOAD_BATCH;
+#else
+  return D == DType::kFloat32 ? 2 : 1;
+#endif
+}
+
+// Blocks of kBlockThreads per multiprocessor that the quantized kernel's registers must allow
+// (its launch bounds; 0 leaves the choice to the compiler, the same machine code as launch bounds
+// without that argument).
+template <DType D, bool kOptions>
+constexpr int quantized_min_blocks() {
+#ifdef ECHO_EMULATE_MIN_BLOCKS
+  return kOptions ? 0 : ECHO_EMULATE_MIN_BLOCKS;
+#else
+  return kOptions || D == DType::kFloat32 ? 0 : 4;
+#endif
+}
+
+// Every rank's x' of the lane (gradient units); also the optional x' output. The loads of a batch
+// of ranks come first, then their compensation, then their x' stores.
+// The state x' was formed from is not kept: update_rank loads it again (from cache), which leaves
+// the registers of P ranks' averages free for the quantization.
+template <int kBatch, DType D, int P, int E>
+__device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpot& s, bool fresh,
+                                           const bool (&aligned)[P], float (&x)[P][E]) {
+  const bool comp = a.comp.mode != CompensatorMode::kOff;
+  if constexpr (kBatch == 1) {
+#pragma unroll
+    for (int r = 0; r < P; ++r) {
+      load_lane<D>(rank_row<D>(a, r), s.e0, s.valid, aligned[r], x[r]);
+      if (comp) {
+        float m1[E], m2[E];
+        load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+        apply_compensation<E>(a.comp, fresh, m1, m2, x[r]);
+      }
+      if (a.compensated != nullptr && s.valid > 0) {
+        store_lane_f32_canonical(a.compensated + static_cast<std::size_t>(r) * a.count + s.e0, s.valid, x[r]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int b = 0; b < P; b += kBatch) {
+      constexpr int kMaxBatch = P < kBatch ? P : kBatch;
+      float m1[kMaxBatch][E], m2[kMaxBatch][E];
+#pragma unroll
+      for (int r = b; r < P && r < b + kBatch; ++r) load_lane<D>(rank_row<D>(a, r), s.e0, s.valid, aligned[r], x[r]);
+      if (comp) {
+#pragma unroll
+        for (int r = b; r < P && r < b + kBatch; ++r) {
+          load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r - b], m2[r - b]);
+        }
+#pragma unroll
+        for (int r = b; r < P && r < b + kBatch; ++r) apply_compensation<E>(a.comp, fresh, m1[r - b], m2[r - b], x[r]);
+      }
+      if (a.compensated != nullptr && s.valid > 0) {
+#pragma unroll
+        for (int r = b; r < P && r < b + kBatch; ++r) {
+          store_lane_f32_canonical(a.compensated + static_cast<std::size_t>(r) * a.count + s.e0, s.valid, x[r]);
+        }
+      }
+    }
+  }
+}
+
+// Rank r's new averages from its residual u and its averages m1, m2 (loaded again), stored (lanes
+// inside the message only).
+template <int E>
+__device__ __forceinline__ void update_loaded(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E],
+                                              float (&m1)[E], float (&m2)[E]) {
+  update_state<E>(a.comp, u, m1, m2);
+  store_state_lane<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+}
+
+// The same for one rank, its averages loaded here.
+template <int E>
+__device__ __forceinline__ void update_rank(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E]) {
+  float m1[E], m2[E];
+  load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+  update_loaded(a, r, s, u, m1, m2);
+}
+
+// Global residual (docs/numerics.md 6): u_i = x'_i - y / P for every rank, y the delivered output.
+// A batch's averages are loaded together before its first update's stores (as in load_ranks).
+template <int kBatch, int P, int E>
+__device__ __forceinline__ void update_global(const EmulateParams& a, const LaneSpot& s, const float (&x)[P][E],
+                                              const float (&y)[E]) {
+  // For a power-of-two P the product with 1 / P (exact) is the same correctly rounded quotient.
+  constexpr bool kPow2 = (P & (P - 1)) == 0;
+  float share[E];
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    share[k] = kPow2 ? __fmul_rn(y[k], 1.0f / static_cast<float>(P)) : __fdiv_rn(y[k], static_cast<float>(P));
+  }
+  if constexpr (kBatch == 1) {
+#pragma unroll
+    for (int r = 0; r < P; ++r) {
+      float u[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], share[k]);
+      update_rank(a, r, s, u);
+    }
+  } else {
+#pragma unroll
+    for (int b = 0; b < P; b += kBatch) {
+      constexpr int kMaxBatch = P < kBatch ? P : kBatch;
+      float m1[kMaxBatch][E], m2[kMaxBatch][E];
+#pragma unroll
+      for (int r = b; r < P && r < b + kBatch; ++r) {
+        load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r - b], m2[r - b]);
+      }
+#pragma unroll
+      for (int r = b; r < P && r < b + kBatch; ++r) {
+        float u[E];
+#pragma unroll
+        for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], share[k]);
+        update_loaded(a, r, s, u, m1[r - b], m2[r - b]);
+      }
+    }
+  }
+}
+
+}  // namespace emulate_detail
+}  // namespace echo::cuda

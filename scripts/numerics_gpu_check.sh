@@ -22,6 +22,12 @@
 #            the older tree's plain transport. PROBE_ROWS=options adds wide and hadamard rows (4 and
 #            8 bits x off, dual, dual-bf16) to the default ones (a hadamard row is expected to FAIL
 #            the limit: it is the rotation's cost, read from the table)
+#   options-ab  this tree's stage probe alone, each row with the plain transport and with
+#            overflow-groups wide (no group past the limit: what the option costs the common path)
+#            in the order plain wide plain wide; per row and stage the best time of each, and FAIL
+#            where wide's is more than AB_LIMIT (default 1.02) times plain's. Rows: bits 4 and 8 x
+#            compensator off, dual, dual-bf16, global, global-bf16 (OPTIONS_ROWS overrides,
+#            ';'-separated argument lists of five arguments, the transport added)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/nccl_env.sh"
@@ -135,19 +141,53 @@ stage_ab() {
       done
     done
   done
-  # Best (smallest) time per tree, row and stage over both passes.
-  awk -F'\t' -v limit="${AB_LIMIT:-1.02}" '
+  best_table old new "$out/ab.log" "$out/ab-table.txt"
+  local rc=$?
+  note "ab (stage probe, old new old new, limit ${AB_LIMIT:-1.02}): $([[ $rc == 0 ]] && echo ok || echo FAIL) ($(grep -c . "$out/ab-table.txt") lines in ab-table.txt)"
+  (( rc == 0 )) || status=1
+}
+
+# Per row and stage of a log of "side<TAB>row<TAB>probe line" lines, the best (smallest) time of
+# sides A and B over all passes and B's over A's; FAIL (and a non-zero return) where that ratio is
+# above AB_LIMIT (default 1.02).
+#   best_table A B log table
+best_table() {
+  awk -F'\t' -v a="$1" -v b="$2" -v limit="${AB_LIMIT:-1.02}" '
     { split($3, w, " "); stage = (w[1] == "stage") ? w[2] : w[1]; t = (w[1] == "stage") ? w[3] : w[2];
       key = $2 " | " stage; if (!(key in seen)) { order[++n] = key; seen[key] = 1 }
       if (!((key, $1) in best) || t + 0 < best[key, $1]) best[key, $1] = t + 0 }
     END { bad = 0
-      printf "%-36s %10s %10s %7s\n", "row | stage", "old us", "new us", "new/old"
-      for (i = 1; i <= n; ++i) { k = order[i]; o = best[k, "old"]; v = best[k, "new"]
+      printf "%-36s %10s %10s %7s\n", "row | stage", a " us", b " us", b "/" a
+      for (i = 1; i <= n; ++i) { k = order[i]; o = best[k, a]; v = best[k, b]
         r = (o > 0) ? v / o : 0; flag = (r > limit) ? "  FAIL" : ""; if (r > limit) bad = 1
         printf "%-36s %10.1f %10.1f %7.3f%s\n", k, o, v, r, flag }
-      exit bad }' "$out/ab.log" | tee "$out/ab-table.txt"
-  local rc=${PIPESTATUS[0]}
-  note "ab (stage probe, old new old new, limit ${AB_LIMIT:-1.02}): $([[ $rc == 0 ]] && echo ok || echo FAIL) ($(grep -c . "$out/ab-table.txt") lines in ab-table.txt)"
+      exit bad }' "$3" | tee "$4"
+  return "${PIPESTATUS[0]}"
+}
+
+stage_options-ab() {
+  local exe=$build/bin/echo_cuda_stage_probe
+  [[ -x $exe ]] || { note "options-ab: no stage probe ($exe)"; status=1; return; }
+  local rows=() row pass side
+  if [[ -n ${OPTIONS_ROWS:-} ]]; then
+    IFS=';' read -ra rows <<<"$OPTIONS_ROWS"
+  else
+    for bits in 4 8; do
+      for comp in off dual dual-bf16 global global-bf16; do rows+=("536870912 4 $bits $comp 0"); done
+    done
+  fi
+  : >"$out/options-ab.log"
+  for row in "${rows[@]}"; do
+    for pass in 1 2; do
+      for side in plain wide; do
+        # shellcheck disable=SC2086  # a row is an argument list
+        "$exe" $row $side 2>&1 | grep -E "^  (stage|update)" | sed "s|^|$side\t$row\t|" >>"$out/options-ab.log"
+      done
+    done
+  done
+  best_table plain wide "$out/options-ab.log" "$out/options-ab-table.txt"
+  local rc=$?
+  note "options-ab (stage probe, plain wide plain wide, limit ${AB_LIMIT:-1.02}): $([[ $rc == 0 ]] && echo ok || echo FAIL) ($(grep -c . "$out/options-ab-table.txt") lines in options-ab-table.txt)"
   (( rc == 0 )) || status=1
 }
 

@@ -33,7 +33,12 @@ inline bool owner_allreduce_splits_tail(int bits, int group, Compensation comp, 
                                         std::size_t min_count) {
   return count >= min_count && owner_split_tail(lane_elements(bits, group, comp), comp != Compensation::kOff);
 }
-// Resident blocks per multiprocessor of the owner kernel variant for this call shape.
+// Whether a call runs on the owner kernel's wide instances (owner_allreduce_<dtype>_b<bits>_wide.cu):
+// overflow-groups wide without the rotation (docs/numerics.md 2.4). Calls with the rotation, wide
+// groups or not, run the fused options instance of the default units.
+inline bool owner_runs_wide_only(const CallArgs& a) { return a.wide_groups && !a.rotation; }
+// Resident blocks per multiprocessor of the owner kernel variant for this call shape (the fewest
+// of its default and wide instances).
 int owner_allreduce_blocks_per_sm(DType dtype, int bits, int group, Compensation comp);
 int exact_allreduce_max_blocks_per_sm();
 

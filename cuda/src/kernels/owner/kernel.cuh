@@ -24,7 +24,7 @@ struct JobSlot {
   int ok;
 };
 
-template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH, bool OPTIONS = false>
+template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH, int OPTIONS = kNoOptions>
 __global__ void __launch_bounds__(kBlockThreads, owner_min_blocks(E, COMP)) owner_allreduce_kernel(CallArgs a, bool last_round) {
   using V = OwnerVariant<D, BITS, E, COMP, STAGES, PEER_BATCH, OPTIONS>;
   __shared__ JobSlot slot;

@@ -33,6 +33,7 @@ struct OwnerStages {
   static constexpr int kStagedStateBytes = V::kStagedStateBytes;
   static constexpr bool kLeanVariant = V::kLeanVariant;
   static constexpr bool kOptions = V::kOptions;
+  static constexpr bool kRotationOption = V::kRotationOption;
   using Codes = PackedCodes<BITS, E>;
   using Input = InputWords<D, E>;
   using Staged = StagedLane<D, E, kStagedStateBytes>;
@@ -198,13 +199,13 @@ struct OwnerStages {
     codes.pack(b);
   }
 
-  // Rotation (docs/numerics.md 2.6): whether the lane's group is rotated, the instance being the
-  // options one, the call rotating and the group being a full one of the message (a partial last
-  // group is not). Uniform over the group's
-  // lanes, so it may enclose the rotation's shuffles.
+  // Rotation (docs/numerics.md 2.6): whether the lane's group is rotated, the instance compiling
+  // the rotation (kAllOptions), the call rotating and the group being a full one of the message (a
+  // partial last group is not). Uniform over the group's lanes, so it may enclose the rotation's
+  // shuffles.
   template <bool LEAN = false>
   __device__ __forceinline__ bool rotated_group(const LaneGroup& g) const {
-    return kOptions && a.rotation && (LEAN || (g.active && (g.grp + 1) * static_cast<std::size_t>(a.group) <= a.count));
+    return kRotationOption && a.rotation && (LEAN || (g.active && (g.grp + 1) * static_cast<std::size_t>(a.group) <= a.count));
   }
 
   // Codes of a lane under a wide map (takes_wide_map, off the common path): quantize_lane's codes

@@ -33,7 +33,7 @@ constexpr std::size_t staged_bytes() {
 // two ranks, one otherwise: the batch's registers slow the push by 1-3%, which only P > 2 wins
 // back). The caller picks fused or split per call (owner_allreduce_splits_tail).
 template <DType D, int BITS, int E, bool COMP, int STAGES, int PEER_BATCH = default_peer_batch(E, COMP),
-          bool OPTIONS = false>
+          int OPTIONS = kNoOptions>
 cudaError_t launch_instance(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
   using S = OwnerVariant<D, BITS, E, COMP, STAGES, PEER_BATCH, OPTIONS>;
   // A launch reserves the staging buffers only when its call stages (the 16-element lanes with fp32
@@ -48,24 +48,36 @@ cudaError_t launch_instance(const CallArgs& a, bool last_round, int grid, cudaSt
 // Peers' copies per batch of the push + reduce kernel of a split variant with more than two ranks.
 constexpr int kSplitPeerBatch = 4;
 
-template <DType D, int BITS, int E, bool COMP>
+// The instance sets of a translation unit: kNoOptions (the default instances, and the fused
+// kAllOptions instance for every call with the rotation) or kOptionWide (the default instances
+// again, compiled with the wide groups, for calls with wide groups and no rotation:
+// owner_runs_wide_only). A unit refuses a call meant for the other set.
+template <DType D, int BITS, int E, bool COMP, int SET>
 cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
-  // Calls with transport options: the fused options instance for every launch (it runs the stages
-  // a launch names, so also a split call's push + reduce and tail launches).
-  if (a.wide_groups || a.rotation) {
-    return launch_instance<D, BITS, E, COMP, kFusedStages, default_peer_batch(E, COMP), true>(a, last_round, grid,
-                                                                                           stream);
-  }
-  if constexpr (owner_split_tail(E, COMP)) {
-    if (a.stages == kTailStages) return launch_instance<D, BITS, E, COMP, kTailStages>(a, last_round, grid, stream);
-    if ((a.stages & kStageTail) == 0) {
-      if (a.ranks > 2) {
-        return launch_instance<D, BITS, E, COMP, kPushReduceStages, kSplitPeerBatch>(a, last_round, grid, stream);
-      }
-      return launch_instance<D, BITS, E, COMP, kPushReduceStages>(a, last_round, grid, stream);
+  static_assert(SET == kNoOptions || SET == kOptionWide, "an owner unit compiles one of two instance sets");
+  if (owner_runs_wide_only(a) != (SET == kOptionWide)) return cudaErrorInvalidValue;
+  if constexpr (SET == kNoOptions) {
+    // Calls with the rotation: the fused options instance for every launch (it runs the stages a
+    // launch names, so also a split call's push + reduce and tail launches).
+    if (a.rotation) {
+      return launch_instance<D, BITS, E, COMP, kFusedStages, default_peer_batch(E, COMP), kAllOptions>(
+          a, last_round, grid, stream);
     }
   }
-  return launch_instance<D, BITS, E, COMP, kFusedStages>(a, last_round, grid, stream);
+  constexpr int kBatch = default_peer_batch(E, COMP);
+  if constexpr (owner_split_tail(E, COMP)) {
+    if (a.stages == kTailStages) {
+      return launch_instance<D, BITS, E, COMP, kTailStages, kBatch, SET>(a, last_round, grid, stream);
+    }
+    if ((a.stages & kStageTail) == 0) {
+      if (a.ranks > 2) {
+        return launch_instance<D, BITS, E, COMP, kPushReduceStages, kSplitPeerBatch, SET>(a, last_round, grid,
+                                                                                          stream);
+      }
+      return launch_instance<D, BITS, E, COMP, kPushReduceStages, kBatch, SET>(a, last_round, grid, stream);
+    }
+  }
+  return launch_instance<D, BITS, E, COMP, kFusedStages, kBatch, SET>(a, last_round, grid, stream);
 }
 
 // The kernel variants of one bit width, as (bits, elements per lane, compensator) shapes;
@@ -74,38 +86,43 @@ cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStr
 #define ECHO_OWNER_VARIANTS_OF_BITS(X, D, B) \
   X(D, B, 32, false) X(D, B, 32, true) X(D, B, 16, false) X(D, B, 16, true) X(D, B, 8, true)
 
-// Launches the variant of a call of this dtype and bit width (a.bits == BITS).
-template <DType D, int BITS>
+// Launches the variant of a call of this dtype and bit width (a.bits == BITS) from instance set SET.
+template <DType D, int BITS, int SET>
 cudaError_t launch_dtype_bits(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
   const Compensation c = compensation_of(a.comp.mode, a.comp.residual);
   const bool comp = c != Compensation::kOff;
   const int e = lane_elements(BITS, a.group, c);
 #define ECHO_LAUNCH(DD, B, EE, C) \
-  if (e == EE && comp == C) return launch_variant<DD, B, EE, C>(a, last_round, grid, stream);
+  if (e == EE && comp == C) return launch_variant<DD, B, EE, C, SET>(a, last_round, grid, stream);
   ECHO_OWNER_VARIANTS_OF_BITS(ECHO_LAUNCH, D, BITS)
 #undef ECHO_LAUNCH
   return cudaErrorInvalidValue;
 }
 
-// The kernels of a variant: the fused one, and for split variants the push + reduce ones (both
-// batches) and the tail one (null where the variant has none).
-template <DType D, int BITS, int E, bool COMP>
+// The kernels of a variant in instance set SET: the fused one, for split variants the push + reduce
+// ones (both batches) and the tail one, and in the kNoOptions set the kAllOptions one (null where
+// the variant or set has none).
+template <DType D, int BITS, int E, bool COMP, int SET>
 struct Instances {
   static constexpr bool kSplit = owner_split_tail(E, COMP);
   static constexpr int kBatch = default_peer_batch(E, COMP);
   template <int STAGES, int PEER_BATCH = kBatch>
   static const void* split_kernel() {
     if constexpr (kSplit) {
-      return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, STAGES, PEER_BATCH>);
+      return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, STAGES, PEER_BATCH, SET>);
     } else {
       return nullptr;
     }
   }
   static const void* fused() {
-    return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kFusedStages, kBatch>);
+    return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kFusedStages, kBatch, SET>);
   }
   static const void* options() {
-    return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kFusedStages, kBatch, true>);
+    if constexpr (SET == kNoOptions) {
+      return reinterpret_cast<const void*>(owner_allreduce_kernel<D, BITS, E, COMP, kFusedStages, kBatch, kAllOptions>);
+    } else {
+      return nullptr;
+    }
   }
   static const void* push_reduce() { return split_kernel<kPushReduceStages>(); }
   static const void* batched() { return split_kernel<kPushReduceStages, kSplitPeerBatch>(); }
@@ -122,15 +139,15 @@ struct Instances {
 };
 
 // Resident blocks per multiprocessor of the variant a call of this dtype, bit width and shape
-// launches (the fewest of its kernels: a call launches them on the same grid).
-template <DType D, int BITS>
+// launches from instance set SET (the fewest of its kernels: a call launches them on the same grid).
+template <DType D, int BITS, int SET>
 int blocks_per_sm_dtype_bits(int group, Compensation c) {
   int n = 1;
   const bool comp = c != Compensation::kOff;
   const int e = lane_elements(BITS, group, c);
 #define ECHO_PICK(DD, B, EE, C)                                                                    \
   if (e == EE && comp == C) {                                                                      \
-    using I = Instances<DD, B, EE, C>;                                                             \
+    using I = Instances<DD, B, EE, C, SET>;                                                        \
     const void* f[I::kCount];                                                                      \
     I::list(f);                                                                                    \
     n = 1 << 30;                                                                                   \
@@ -144,14 +161,15 @@ int blocks_per_sm_dtype_bits(int group, Compensation c) {
   return n;
 }
 
-// Loads every kernel of this dtype and bit width into the current context (see preload_kernels)
-// and lets the staged ones use their dynamic shared memory (above the default 48 KiB for some).
-template <DType D, int BITS>
+// Loads every kernel of this dtype, bit width and instance set into the current context (see
+// preload_kernels) and lets the staged ones use their dynamic shared memory (above the default 48
+// KiB for some).
+template <DType D, int BITS, int SET>
 cudaError_t preload_dtype_bits() {
   cudaError_t e = cudaSuccess;
 #define ECHO_LOAD(DD, B, EE, C)                                                                     \
   if (e == cudaSuccess) {                                                                           \
-    using I = Instances<DD, B, EE, C>;                                                              \
+    using I = Instances<DD, B, EE, C, SET>;                                                        \
     const void* f[I::kCount];                                                                       \
     I::list(f);                                                                                     \
     for (int k = 0; k < I::kCount && e == cudaSuccess; ++k) {                                      \
@@ -173,14 +191,14 @@ cudaError_t preload_dtype_bits() {
 }  // namespace owner_detail
 }  // namespace echo::cuda
 
-// The host entry points of one dtype and bit width, defined by its translation unit
-// (owner_allreduce_<NAME>_b<BITS>.cu) and called by owner_dispatch.cpp.
-#define ECHO_OWNER_UNIT(NAME, D, BITS)                                                              \
-  cudaError_t owner_allreduce_##NAME##_b##BITS(const CallArgs& a, bool last_round, int grid,        \
-                                                cudaStream_t stream) {                              \
-    return owner_detail::launch_dtype_bits<D, BITS>(a, last_round, grid, stream);                   \
+// The host entry points of one dtype, bit width and instance set (kNoOptions or kOptionWide),
+// defined by its translation unit (owner_allreduce_<UNIT>.cu, UNIT = <dtype>_b<bits> or
+// <dtype>_b<bits>_wide) and called by owner_dispatch.cpp.
+#define ECHO_OWNER_UNIT(UNIT, D, BITS, SET)                                                         \
+  cudaError_t owner_allreduce_##UNIT(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) { \
+    return owner_detail::launch_dtype_bits<D, BITS, owner_detail::SET>(a, last_round, grid, stream); \
   }                                                                                                 \
-  int owner_blocks_per_sm_##NAME##_b##BITS(int group, Compensation comp) {                          \
-    return owner_detail::blocks_per_sm_dtype_bits<D, BITS>(group, comp);                            \
+  int owner_blocks_per_sm_##UNIT(int group, Compensation comp) {                                    \
+    return owner_detail::blocks_per_sm_dtype_bits<D, BITS, owner_detail::SET>(group, comp);         \
   }                                                                                                 \
-  cudaError_t owner_preload_##NAME##_b##BITS() { return owner_detail::preload_dtype_bits<D, BITS>(); }
+  cudaError_t owner_preload_##UNIT() { return owner_detail::preload_dtype_bits<D, BITS, owner_detail::SET>(); }

@@ -22,18 +22,27 @@ constexpr int kTailStages = kStageTail;
 // P > 2 (owner_split_tail).
 constexpr int default_peer_batch(int e, bool comp) { return !comp && e == 16 ? 4 : 1; }
 
+// The transport options an instance compiles (docs/numerics.md 2.4, 2.6): none (the default
+// spec's instances), overflow-groups wide alone (a whole instance set of its own, so that wide
+// calls without the rotation run the default structure: split tail, peer batches, lean copies),
+// or both (one fused instance for every call with the rotation).
+constexpr int kNoOptions = 0;
+constexpr int kOptionWide = 1;
+constexpr int kOptionRotation = 2;
+constexpr int kAllOptions = kOptionWide | kOptionRotation;
+
 // Resident blocks per multiprocessor a variant is compiled for (its register budget).
 constexpr int owner_min_blocks(int e, bool comp) { return (e == 32 && comp) ? 1 : (e == 8 ? 3 : 2); }
 
 // D: the message dtype; BITS: bits per code; E: elements per lane of push and reduce; COMP: the
 // compensator is on (its state lives in registers through a tile; off, those registers are free);
 // STAGES: the stages of the kernel instance; PEER_BATCH: the reduce's batch of peers' copies;
-// OPTIONS: the instance for calls with transport options (overflow-groups wide, rotation:
-// docs/numerics.md 2.4, 2.6), a fused kernel that also runs the split launches of such calls; the
-// other instances compile none of the options' code, so the default spec's kernels stay as they
-// were.
+// OPTIONS: the transport options the instance compiles (kNoOptions, kOptionWide, kAllOptions).
+// kAllOptions is a fused kernel that also runs the split launches of calls with the rotation;
+// kOptionWide instances mirror the default ones. The kNoOptions instances compile none of the
+// options' code, so the default spec's kernels stay as they were.
 template <DType D, int BITS, int E, bool COMP, int STAGES = kFusedStages, int PEER_BATCH = default_peer_batch(E, COMP),
-          bool OPTIONS = false>
+          int OPTIONS = kNoOptions>
 struct OwnerVariant {
   static constexpr DType kDType = D;
   static constexpr int kBits = BITS;
@@ -42,7 +51,8 @@ struct OwnerVariant {
   static constexpr int kStages = STAGES;
   static constexpr bool kFused = STAGES == kFusedStages;
   static constexpr bool kTailOnly = STAGES == kTailStages;
-  static constexpr bool kOptions = OPTIONS;
+  static constexpr bool kOptions = OPTIONS != kNoOptions;
+  static constexpr bool kRotationOption = (OPTIONS & kOptionRotation) != 0;
   // Register budget: the uncompensated 16-element variants load the next iteration's input ahead
   // in registers and four peers' codes at once; the others (state registers or 32 elements per
   // lane) would spill. The compensated variants on 8- and 16-element lanes copy the next

@@ -33,41 +33,71 @@ def rint(t):
     return f32(np.rint(f32(t)))
 
 
-def quantize_group(values, kind, bits):
-    x = np.asarray(values, dtype=np.float32)
-    if not np.all(np.isfinite(x)):
-        return 0x7E00, 0, [0] * len(x)
-    mn, mx = f32(x.min()), f32(x.max())
+def scale_anchors(mn, mx, kind, bits):
+    """docs/numerics.md 2.2 steps 1-2 and 2.3: (lo, hi, snap, sf) of a finite range [mn, mx]
+    (lo and hi are None for the symmetric quantizer)."""
     L = f32((1 << bits) - 1)
     half = 1 << (bits - 1)
     if kind == "symmetric":
         a = max(abs(mn), abs(mx))
-        sf = f32(f32(a) / f32(half - 1))
-        lo = None
-    else:
-        lo, hi, snap = mn, mx, False
-        if kind == "zero-aware":
-            if mn <= 0 <= mx:
+        return None, None, False, f32(f32(a) / f32(half - 1))
+    lo, hi, snap = mn, mx, False
+    if kind == "zero-aware":
+        if mn <= 0 <= mx:
+            snap = True
+        else:
+            m = mn if mn > 0 else f32(-mx)
+            rng = f32(mx - mn)
+            d = f32(np.inf) if rng == 0 else f32(f32(m * L) / rng)
+            if d <= 1:
                 snap = True
-            else:
-                m = mn if mn > 0 else f32(-mx)
-                rng = f32(mx - mn)
-                d = f32(np.inf) if rng == 0 else f32(f32(m * L) / rng)
-                if d <= 1:
-                    snap = True
-                    if mn > 0:
-                        lo = f32(0)
-                    else:
-                        hi = f32(0)
-                elif d < 2:
-                    w = f32(d - f32(1))
-                    if mn > 0:
-                        lo = f32(mn * w)
-                    else:
-                        hi = f32(mx * w)
-        sr = f32(f32(hi - lo) / L)
-        sz = f32(abs(lo) * f32(2.0 ** -11))
-        sf = max(sr, sz)
+                if mn > 0:
+                    lo = f32(0)
+                else:
+                    hi = f32(0)
+            elif d < 2:
+                w = f32(d - f32(1))
+                if mn > 0:
+                    lo = f32(mn * w)
+                else:
+                    hi = f32(mx * w)
+    sr = f32(f32(hi - lo) / L)
+    sz = f32(abs(lo) * f32(2.0 ** -11))
+    return lo, hi, snap, max(sr, sz)
+
+
+def zero_point_bits(lo, snap, s, bits):
+    """2.2 step 3: the fp16 bits of the zero-point of an asymmetric map with scale s."""
+    zr = f32(f32(-lo) / s)
+    z = zr
+    if snap:
+        z = rint(min(max(zr, f32(0)), f32((1 << bits) - 1)))
+    if z == 0:
+        z = f32(0)
+    return fp16_bits(z)
+
+
+def encode(t, kind, bits):
+    """2.2 step 4 / 2.3 from t = x / s (+ z): clamp and round to the code."""
+    half = 1 << (bits - 1)
+    if kind == "symmetric":
+        ls = f32(half - 1)
+        return int(rint(min(max(t, -ls), ls))) + half
+    return int(rint(min(max(t, f32(0)), f32((1 << bits) - 1))))
+
+
+def quantize_group(values, kind, bits):
+    x = np.asarray(values, dtype=np.float32)
+    if not np.all(np.isfinite(x)):
+        return 0x7E00, 0, [0] * len(x)
+    return quantize_on_range(x, f32(x.min()), f32(x.max()), kind, bits)
+
+
+def quantize_on_range(x, mn, mx, kind, bits):
+    """Scale and zero-point bits of the fp16 map of the finite range [mn, mx], and the codes of the
+    values x under it (0x7E00 and zero codes where the scale overflows fp16)."""
+    half = 1 << (bits - 1)
+    lo, _, snap, sf = scale_anchors(mn, mx, kind, bits)
     if sf == 0:
         z_bits = fp16_bits(f32(half)) if kind == "symmetric" else 0
         codes = [half] * len(x) if kind == "symmetric" else [0] * len(x)
@@ -78,28 +108,10 @@ def quantize_group(values, kind, bits):
     s = fp16_value(s_bits)
     r = f32(f32(1) / s)
     if kind == "symmetric":
-        z_bits = fp16_bits(f32(half))
-        ls = f32(half - 1)
-        codes = []
-        for v in x:
-            t = f32(v * r)
-            t = min(max(t, -ls), ls)
-            codes.append(int(rint(t)) + half)
-        return s_bits, z_bits, codes
-    zr = f32(f32(-lo) / s)
-    z = zr
-    if snap:
-        z = rint(min(max(zr, f32(0)), L))
-    if z == 0:
-        z = f32(0)
-    z_bits = fp16_bits(z)
+        return s_bits, fp16_bits(f32(half)), [encode(f32(v * r), kind, bits) for v in x]
+    z_bits = zero_point_bits(lo, snap, s, bits)
     zf = fp16_value(z_bits)
-    codes = []
-    for v in x:
-        t = f32(f32(v * r) + zf)
-        t = min(max(t, f32(0)), L)
-        codes.append(int(rint(t)))
-    return s_bits, z_bits, codes
+    return s_bits, z_bits, [encode(f32(f32(v * r) + zf), kind, bits) for v in x]
 
 
 def cases(rng):

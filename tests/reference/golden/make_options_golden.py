@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from make_golden import encode, f32, fp16_bits, fp16_value, quantize_on_range, round_up_fp16, scale_anchors, zero_point_bits
+from make_golden import encode, f32, fp16_bits, fp16_value, quantize_on_range, scale_anchors, zero_point_bits
 
 NAN_BITS = 0x7FC00000  # a poisoned group's values (the canonical NaN)
 POISON_SCALE = 0x7E00

@@ -112,39 +112,24 @@ stage_sass() {
     tee "$out/sass-diff.txt" | tail -1 | while read -r line; do note "sass: $line (sass-diff.txt)"; done
 }
 
-stage_ab() {
-  local new=$build/bin/echo_cuda_stage_probe old=$old_build/bin/echo_cuda_stage_probe
-  [[ -x $new && -x $old ]] || { note "ab: a stage probe is missing ($new, $old)"; status=1; return; }
-  local rows=() row pass side exe
-  if [[ -n ${PROBE_ROWS:-} && ${PROBE_ROWS} != options ]]; then
-    IFS=';' read -ra rows <<<"$PROBE_ROWS"
-  else
-    for bits in 4 8; do
-      for comp in off dual dual-bf16 global global-bf16; do rows+=("536870912 4 $bits $comp"); done
-    done
-    if [[ ${PROBE_ROWS:-} == options ]]; then
-      for transport in wide hadamard; do
-        for bits in 4 8; do
-          for comp in off dual dual-bf16; do rows+=("536870912 4 $bits $comp 0 $transport"); done
-        done
-      done
-    fi
-  fi
-  : >"$out/ab.log"
-  for row in "${rows[@]}"; do
+# Every row twice, each time side A's probe then side B's (A B A B, so drift between the passes
+# shows); a side runs "EXE ROW ARGS" (ARGS may be empty). Appends "side<TAB>row<TAB>probe line" of
+# the probe's stage and update timings to LOG.
+#   ab_passes LOG A EXE_A ARGS_A B EXE_B ARGS_B ROW...
+ab_passes() {
+  local log=$1 row pass side
+  local -A exe=([$2]=$3 [$5]=$6) args=([$2]=$4 [$5]=$7)
+  local sides=("$2" "$5")
+  shift 7
+  : >"$log"
+  for row in "$@"; do
     for pass in 1 2; do
-      for side in old new; do
-        exe=$old
-        [[ $side == new ]] && exe=$new
-        # shellcheck disable=SC2086  # a row is an argument list
-        "$exe" $row 2>&1 | grep -E "^  (stage|update)" | sed "s|^|$side\t$row\t|" >>"$out/ab.log"
+      for side in "${sides[@]}"; do
+        # shellcheck disable=SC2086  # a row and the side's arguments are argument lists
+        "${exe[$side]}" $row ${args[$side]} 2>&1 | grep -E "^  (stage|update)" | sed "s|^|$side\t$row\t|" >>"$log"
       done
     done
   done
-  best_table old new "$out/ab.log" "$out/ab-table.txt"
-  local rc=$?
-  note "ab (stage probe, old new old new, limit ${AB_LIMIT:-1.02}): $([[ $rc == 0 ]] && echo ok || echo FAIL) ($(grep -c . "$out/ab-table.txt") lines in ab-table.txt)"
-  (( rc == 0 )) || status=1
 }
 
 # Per row and stage of a log of "side<TAB>row<TAB>probe line" lines, the best (smallest) time of
@@ -165,10 +150,42 @@ best_table() {
   return "${PIPESTATUS[0]}"
 }
 
+# The table of an A/B stage from $out/NAME.log into $out/NAME-table.txt, and its summary line.
+#   ab_report NAME A B
+ab_report() {
+  local table=$out/$1-table.txt rc
+  best_table "$2" "$3" "$out/$1.log" "$table"
+  rc=$?
+  note "$1 (stage probe, $2 $3 $2 $3, limit ${AB_LIMIT:-1.02}): $([[ $rc == 0 ]] && echo ok || echo FAIL) ($(grep -c . "$table") lines in $1-table.txt)"
+  (( rc == 0 )) || status=1
+}
+
+stage_ab() {
+  local new=$build/bin/echo_cuda_stage_probe old=$old_build/bin/echo_cuda_stage_probe
+  [[ -x $new && -x $old ]] || { note "ab: a stage probe is missing ($new, $old)"; status=1; return; }
+  local rows=()
+  if [[ -n ${PROBE_ROWS:-} && ${PROBE_ROWS} != options ]]; then
+    IFS=';' read -ra rows <<<"$PROBE_ROWS"
+  else
+    for bits in 4 8; do
+      for comp in off dual dual-bf16 global global-bf16; do rows+=("536870912 4 $bits $comp"); done
+    done
+    if [[ ${PROBE_ROWS:-} == options ]]; then
+      for transport in wide hadamard; do
+        for bits in 4 8; do
+          for comp in off dual dual-bf16; do rows+=("536870912 4 $bits $comp 0 $transport"); done
+        done
+      done
+    fi
+  fi
+  ab_passes "$out/ab.log" old "$old" "" new "$new" "" "${rows[@]}"
+  ab_report ab old new
+}
+
 stage_options-ab() {
   local exe=$build/bin/echo_cuda_stage_probe
   [[ -x $exe ]] || { note "options-ab: no stage probe ($exe)"; status=1; return; }
-  local rows=() row pass side
+  local rows=()
   if [[ -n ${OPTIONS_ROWS:-} ]]; then
     IFS=';' read -ra rows <<<"$OPTIONS_ROWS"
   else
@@ -176,19 +193,8 @@ stage_options-ab() {
       for comp in off dual dual-bf16 global global-bf16; do rows+=("536870912 4 $bits $comp 0"); done
     done
   fi
-  : >"$out/options-ab.log"
-  for row in "${rows[@]}"; do
-    for pass in 1 2; do
-      for side in plain wide; do
-        # shellcheck disable=SC2086  # a row is an argument list
-        "$exe" $row $side 2>&1 | grep -E "^  (stage|update)" | sed "s|^|$side\t$row\t|" >>"$out/options-ab.log"
-      done
-    done
-  done
-  best_table plain wide "$out/options-ab.log" "$out/options-ab-table.txt"
-  local rc=$?
-  note "options-ab (stage probe, plain wide plain wide, limit ${AB_LIMIT:-1.02}): $([[ $rc == 0 ]] && echo ok || echo FAIL) ($(grep -c . "$out/options-ab-table.txt") lines in options-ab-table.txt)"
-  (( rc == 0 )) || status=1
+  ab_passes "$out/options-ab.log" plain "$exe" plain wide "$exe" wide "${rows[@]}"
+  ab_report options-ab plain wide
 }
 
 for s in "${stages[@]}"; do

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "echo/numerics/group_params.h"
 #include "echo/quantizer.h"
 #include "echo/rotation.h"
 #include "test_util.h"
@@ -125,7 +126,7 @@ BOOST_AUTO_TEST_CASE(every_option_matches_the_independent_implementation) {
       }
     }
     ++cases;
-    wide += (c.params.scale & 0x8000) != 0 ? 1 : 0;
+    wide += numerics::is_wide_scale_field(c.params.scale) ? 1 : 0;
     rotated += c.spec.rotation == Rotation::kHadamard && c.input.size() == static_cast<std::size_t>(c.spec.group);
     with_outliers += c.spec.outliers > 0 ? 1 : 0;
   }

@@ -14,6 +14,15 @@ import numpy as np
 f32 = np.float32
 
 
+def float_bits(v):
+    return int(np.array([v], dtype=np.float32).view(np.uint32)[0])
+
+
+def hex_line(values):
+    """float32 bit patterns, hex, space-separated."""
+    return " ".join("%08x" % float_bits(v) for v in values)
+
+
 def fp16_bits(x):
     return int(np.array([x], dtype=np.float32).astype(np.float16).view(np.uint16)[0])
 
@@ -145,7 +154,7 @@ def main():
             for bits in (2, 4, 8):
                 s_bits, z_bits, codes = quantize_group(values, kind, bits)
                 lines.append("case %s %d %d" % (kind, bits, len(values)))
-                lines.append(" ".join("%08x" % int(np.array([v], dtype=np.float32).view(np.uint32)[0]) for v in values))
+                lines.append(hex_line(values))
                 lines.append("%04x %04x" % (s_bits, z_bits))
                 lines.append(" ".join(str(c) for c in codes))
     with open(out, "w") as f:

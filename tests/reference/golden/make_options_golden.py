@@ -18,15 +18,12 @@ import sys
 
 import numpy as np
 
-from make_golden import encode, f32, fp16_bits, fp16_value, quantize_on_range, scale_anchors, zero_point_bits
+from make_golden import (encode, f32, float_bits, fp16_bits, fp16_value, hex_line, quantize_on_range, scale_anchors,
+                         zero_point_bits)
 
 NAN_BITS = 0x7FC00000  # a poisoned group's values (the canonical NaN)
 POISON_SCALE = 0x7E00
 WIDE_FLAG = 0x8000
-
-
-def float_bits(v):
-    return int(np.array([v], dtype=np.float32).view(np.uint32)[0])
 
 
 def bits_float(b):
@@ -192,10 +189,6 @@ def combinations():
         for overflow in ("poison", "wide"):
             for rotation in ("none", "hadamard"):
                 yield "zero-aware", 4, overflow, k, rotation
-
-
-def hex_line(values):
-    return " ".join("%08x" % float_bits(v) for v in values)
 
 
 def main():

@@ -133,59 +133,54 @@ __device__ __forceinline__ unsigned load_param_word(const unsigned char* params,
 
 // The library writes finite fp16 scales (below 0x7C00), the poison scale 0x7E00 (zero-point 0) and,
 // under overflow-groups wide (WIDE_FIELDS), a wide group's flagged bf16 scale (bit 15 set,
-// docs/numerics.md 2.4). A scale with an all-ones exponent, or with WIDE_FIELDS any field from
-// 0x7C00 up (one unsigned comparison), goes off the common path with s = NaN
-// (decode_special_lane tells poison and wide apart); the finite scales convert in hardware.
+// docs/numerics.md 2.4). A scale with an all-ones exponent comes back as s = NaN (every value of the
+// group is NaN); a wide one as its doubled scale (numerics::wide_decode_scale), with which the
+// common decode gives the wide values; the finite fp16 scales convert in hardware.
 template <bool WIDE_FIELDS = false>
 __device__ __forceinline__ DecodeParams params_of_word(unsigned w, bool symmetric, int bits) {
   const std::uint16_t s_bits = static_cast<std::uint16_t>(w & 0xFFFFu);
-  const bool special = WIDE_FIELDS ? s_bits >= numerics::kHalfInfinityBits
-                                   : (s_bits & numerics::kHalfExponentMask) == numerics::kHalfExponentMask;
+  const bool wide = WIDE_FIELDS && numerics::is_wide_scale_field(s_bits);
+  const bool special = !wide && (s_bits & numerics::kHalfExponentMask) == numerics::kHalfExponentMask;
   if (special) return {poisoned_value(), 0.0f};
-  const float s = half_bits_to_float(s_bits);
+  const float s = wide ? numerics::wide_decode_scale(numerics::wide_scale_of_field(s_bits)) : half_bits_to_float(s_bits);
   if (symmetric) return {s, static_cast<float>(1 << (bits - 1))};
   return {s, half_bits_to_float(static_cast<std::uint16_t>(w >> 16))};
 }
 
-// The values of a lane whose parameter word params_of_word left undecoded (s = NaN): a wide group's
-// x^ = fp32(fp32(s * fp32(q - z)) * 2) from its bf16 scale (numerics::dequantize_wide_value), or
-// NaN for a poisoned group. Off the common path: only such groups branch here.
-template <int E>
-__device__ __forceinline__ void decode_special_lane(unsigned w, bool symmetric, int bits, const float (&q)[E],
-                                                    float (&v)[E]) {
-  const std::uint16_t field = static_cast<std::uint16_t>(w & 0xFFFFu);
-  if (!numerics::is_wide_scale_field(field)) {
-#pragma unroll
-    for (int k = 0; k < E; ++k) v[k] = poisoned_value();
-    return;
-  }
-  const float s = numerics::wide_scale_of_field(field);
-  const float z = symmetric ? static_cast<float>(1 << (bits - 1)) : half_bits_to_float(static_cast<std::uint16_t>(w >> 16));
-#pragma unroll
-  for (int k = 0; k < E; ++k) v[k] = numerics::dequantize_wide_value(s, z, q[k]);
-}
-
 // The wide map (docs/numerics.md 2.4) replaces a group's fp16 map only where that map is poisoned
-// although the group is finite, and the call asks for wide groups: the one test the common path
-// pays, on values it already holds.
+// although the group is finite, and the call asks for wide groups.
 __device__ __forceinline__ bool takes_wide_map(const GroupMap& fp16_map, const GroupStats& st, bool wide_groups) {
   return fp16_map.poisoned && st.finite && wide_groups;
 }
 
+// The map of a lane's group (docs/numerics.md 2.2-2.4): the fp16 map, or with WIDE (an instance
+// compiling the wide groups) the wide map where takes_wide_map says so. The second pass runs the
+// same code as the first, a loop of at most two passes over numerics::group_map_pass: the fp16 and
+// the wide map inlined one after the other cost the compensated kernels hundreds of bytes of spills
+// (docs/performance.md, "Transport options in the peer-to-peer kernel").
+template <bool WIDE>
+__device__ __forceinline__ GroupMap lane_group_map(const QuantParams& qp, const GroupStats& st, bool wide_groups) {
+  if constexpr (!WIDE) {
+    return make_fp16_group_map(qp, st.mn, st.mx, st.finite);
+  } else {
+    bool wide = false;
+#pragma unroll 1
+    for (;;) {
+      const GroupMap map = numerics::group_map_pass(qp, st.mn, st.mx, st.finite, wide);
+      if (wide || !takes_wide_map(map, st, wide_groups)) return map;
+      wide = true;
+    }
+  }
+}
+
 // fp32(t + magic) of a lane's values under a wide map (numerics::encode_bits_wide: a true division
-// per element, which the common path's reciprocal avoids).
+// per element where the fp16 map multiplies by its reciprocal).
 template <int E>
 __device__ __forceinline__ void encode_lane_wide(const GroupMap& map, const float (&v)[E], unsigned (&bits)[E]) {
   const float magic = encode_magic(map);
 #pragma unroll
   for (int k = 0; k < E; ++k) bits[k] = numerics::encode_bits_wide(map, magic, v[k]);
 }
-
-// x^ of one code of a wide map (its scale as a float, its zero-point as stored).
-__device__ __forceinline__ float decode_wide_value(const GroupMap& map, float q) {
-  return numerics::dequantize_wide_value(map.wide_scale, half_bits_to_float(map.zero_point), q);
-}
-
 
 __device__ __forceinline__ void store_params(unsigned char* params, std::size_t lg, bool symmetric,
                                              const GroupMap& m) {
@@ -197,9 +192,12 @@ __device__ __forceinline__ void store_params(unsigned char* params, std::size_t 
   }
 }
 
+// The decode parameters of a group map, as params_of_word<WIDE> gives them from its stored word (a
+// wide map's doubled scale with WIDE, an instance compiling the wide groups).
+template <bool WIDE = false>
 __device__ __forceinline__ DecodeParams decode_params_of(const GroupMap& m, bool symmetric, int bits) {
   if (m.poisoned) return {poisoned_value(), 0.0f};
-  return {half_bits_to_float(m.scale),
+  return {WIDE && m.wide ? numerics::wide_decode_scale(m.wide_scale) : half_bits_to_float(m.scale),
           symmetric ? static_cast<float>(1 << (bits - 1)) : half_bits_to_float(m.zero_point)};
 }
 

@@ -35,7 +35,6 @@ using numerics::is_finite;
 using numerics::kRintMagic;
 using numerics::group_map_from_fields;
 using numerics::make_fp16_group_map;
-using numerics::make_wide_group_map;
 using numerics::poisoned_value;
 using numerics::QuantParams;
 
@@ -118,9 +117,8 @@ template <DType D> __device__ __forceinline__ float round_to(float v) {
 }
 
 // ---- quantizer -----------------------------------------------------------------------------
-// make_fp16_group_map, make_wide_group_map (the P2P kernels take it only where the fp16 map is
-// poisoned, off the common path: lane_ops.cuh takes_wide_map), make_group_map and
-// group_map_from_fields (the emulation's options variant), encode_magic, encode_bits,
+// make_fp16_group_map, group_map_pass (the P2P kernels' wide instances: lane_ops.cuh
+// lane_group_map), make_group_map and group_map_from_fields (the emulation's options variant), encode_magic, encode_bits,
 // code_value_of_bits and poisoned_value are the shared ones (echo/numerics/group_params.h).
 
 // x^ = fp32(s * fp32(float(q) - z)) for a group whose scale is finite (not poisoned), from float(q)

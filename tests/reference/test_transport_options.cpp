@@ -175,6 +175,47 @@ BOOST_AUTO_TEST_CASE(finite_inputs_give_finite_outputs_unless_the_sum_overflows)
   BOOST_TEST(!std::isfinite(out[0][0]));
 }
 
+BOOST_AUTO_TEST_CASE(the_doubled_scale_decodes_every_wide_value) {
+  // The kernels decode a wide group as fp32(2s * d) (numerics::wide_decode_scale); the spec says
+  // fp32(fp32(s * d) * 2). Every bf16 scale a wide map can have (above 2^14, at most 2^126 from 3
+  // bits up), every code at 4 bits and the ends of 8, zero-points of both signs up to 2048 in
+  // magnitude (fp16 subnormals among them) and the symmetric ones: the same bits, overflow to
+  // +-Inf included.
+  const std::uint16_t first = 0x4680;  // bf16 2^14
+  const std::uint16_t last = 0x7E80;   // bf16 2^126
+  std::vector<float> codes;
+  for (int q = 0; q < 16; ++q) codes.push_back(static_cast<float>(q));
+  for (const int q : {127, 128, 129, 254, 255}) codes.push_back(static_cast<float>(q));
+  std::vector<float> zeros;
+  for (std::uint32_t h = 0; h <= 0x6800u; h += 241u) {  // fp16 0 .. 2048
+    const float z = numerics::half_bits_to_float(static_cast<std::uint16_t>(h));
+    zeros.push_back(z);
+    zeros.push_back(-z);
+  }
+  zeros.push_back(8.0f);
+  zeros.push_back(128.0f);
+  long checked = 0;
+  long mismatched = 0;
+  long overflowed = 0;
+  for (std::uint32_t b = first; b <= last; ++b) {
+    const float s = numerics::bf16_bits_to_float(static_cast<std::uint16_t>(b));
+    const float doubled = numerics::wide_decode_scale(s);
+    BOOST_TEST_REQUIRE(std::isfinite(doubled));
+    for (const float z : zeros) {
+      for (const float q : codes) {
+        const float want = numerics::dequantize_wide_value(s, z, q);
+        const float got = numerics::mul_rn(doubled, numerics::sub_rn(q, z));
+        mismatched += float_bits(got) != float_bits(want);
+        overflowed += std::isinf(want);
+        ++checked;
+      }
+    }
+  }
+  BOOST_TEST(mismatched == 0);
+  BOOST_TEST(overflowed > 0);  // the overflow edge was reached
+  BOOST_TEST_MESSAGE(checked << " wide values decoded both ways");
+}
+
 BOOST_AUTO_TEST_CASE(wide_mode_changes_nothing_below_the_limit) {
   const int ranks = 3;
   std::vector<std::vector<float>> in;

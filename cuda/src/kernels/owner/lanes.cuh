@@ -182,13 +182,18 @@ struct OwnerStages {
            a.comp.bf16_state;
   }
 
-  // Codes of a lane's values under a group map: encode, zero codes past the message end and in
-  // poisoned groups (the reference writes 0 there), pack. `bits` keeps each code's fp32(t + magic).
+  // Codes of a lane's values under a group map: encode (a wide map, in an instance compiling the
+  // options, by its own rule), zero codes past the message end and in poisoned groups (the reference
+  // writes 0 there), pack. `bits` keeps each code's fp32(t + magic).
   __device__ __forceinline__ void quantize_lane(const GroupMap& map, const float (&v)[E], int valid,
                                                 unsigned (&bits)[E], Codes& codes) const {
-    const float magic = encode_magic(map);
+    if (kOptions && map.wide) {
+      encode_lane_wide<E>(map, v, bits);
+    } else {
+      const float magic = encode_magic(map);
 #pragma unroll
-    for (int k = 0; k < E; ++k) bits[k] = encode_bits(map, magic, v[k]);
+      for (int k = 0; k < E; ++k) bits[k] = encode_bits(map, magic, v[k]);
+    }
     if (!map.poisoned && valid == E) {
       codes.pack(bits);
       return;
@@ -208,17 +213,6 @@ struct OwnerStages {
     return kRotationOption && a.rotation && (LEAN || (g.active && (g.grp + 1) * static_cast<std::size_t>(a.group) <= a.count));
   }
 
-  // Codes of a lane under a wide map (takes_wide_map, off the common path): quantize_lane's codes
-  // with encode_bits_wide (docs/numerics.md 2.4 step 4).
-  __device__ __forceinline__ void quantize_lane_wide(const GroupMap& map, const float (&v)[E], int valid,
-                                                     Codes& codes) const {
-    unsigned bits[E];
-    encode_lane_wide<E>(map, v, bits);
-#pragma unroll
-    for (int k = 0; k < E; ++k) bits[k] = (map.poisoned || k >= valid) ? 0u : bits[k];
-    codes.pack(bits);
-  }
-
   // The job trace's recorder (job_trace.cuh): an empty policy unless ECHO_CUDA_JOB_TRACE.
   JobRecorder rec;
 
@@ -226,18 +220,10 @@ struct OwnerStages {
   __device__ void push(int dest, int tile);
   template <bool LEAN, int CONFIG = kConfigAny>
   __device__ __forceinline__ void push_tile(int dest, int tile, const TileRange& tr);
-  template <bool LEAN>
-  __device__ __forceinline__ void push_wide_lane(const CompensatorArgs& c, const LaneGroup& g, const GroupStats& st,
-                                                 std::size_t lg, unsigned char* slot, const float (&x)[E],
-                                                 const float (&xs)[E], float (&m1)[E], float (&m2)[E]) const;
   __device__ __forceinline__ void load_copy(int r, std::size_t lg, Codes& c, unsigned& w) const;
   __device__ __forceinline__ void sum_copies(const LaneGroup& g, std::size_t lg, const float (&xs)[E],
                                              float (&acc)[E]) const;
   __device__ bool reduce(int tile);
-  template <bool LEAN>
-  __device__ __forceinline__ void reduce_wide_lane(const CompensatorArgs& c, const LaneGroup& g, const GroupStats& st,
-                                                   std::size_t lg, const float (&acc)[E], float (&m1)[E],
-                                                   float (&m2)[E]) const;
   template <bool LEAN>
   __device__ __forceinline__ bool rotated_output_of(const CompensatorArgs& c, const LaneGroup& g, const Codes& codes,
                                                     const DecodeParams& dp, float (&y)[E]) const;

@@ -55,20 +55,16 @@ __device__ __forceinline__ void OwnerStages<V>::push_tile(int dest, int tile, co
     entry<LEAN>(c, g, cur, buf, x, m1, m2);
     float xs[E];
     scaled<LEAN>(x, xs);
-    // The options' code is compiled into the options instance only (if constexpr): even as dead
-    // code it changed the default instances' register allocation.
-    if constexpr (kOptions) {
+    // The options' code is compiled into the instances of its option only (if constexpr): even as
+    // dead code the rotation's changed the register allocation of instances without it.
+    if constexpr (kRotationOption) {
       if (rotated_group<LEAN>(g)) rotate_lanes<E>(group_lanes(lm.lanes_per_group), xs);
     }
     const GroupStats st = group_stats<E>(xs, g.valid, lm.lanes_per_group);
     if (!g.active) continue;
-    const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
-    if constexpr (kOptions) {
-      if (takes_wide_map(map, st, a.wide_groups)) {
-        push_wide_lane<LEAN>(c, g, st, g.grp - seg_first - a.round_group_begin, slot, x, xs, m1, m2);
-        continue;
-      }
-    }
+    // A wide group (docs/numerics.md 2.4) takes the loop below with its own map: its encoding in
+    // quantize_lane, its values through decode_params_of's doubled scale.
+    const GroupMap map = lane_group_map<kOptions>(qp, st, a.wide_groups);
     unsigned bits[E];
     Codes codes;
     quantize_lane(map, xs, g.valid, bits, codes);
@@ -77,12 +73,12 @@ __device__ __forceinline__ void OwnerStages<V>::push_tile(int dest, int tile, co
     if (lm.lane_in_group == 0) store_params(params, lg, symmetric, map);
     if (COMP && c.residual == ResidualMode::kLocal) {
       // Local residual: the rounding error this rank injected, u = x' - v (gradient units).
-      const DecodeParams dp = decode_params_of(map, symmetric, BITS);
+      const DecodeParams dp = decode_params_of<kOptions>(map, symmetric, BITS);
       float q[E];
       codes.code_values(q);  // from the packed codes: fewer live registers than `bits`
       float u[E];
       bool rotated = false;
-      if constexpr (kOptions) {
+      if constexpr (kRotationOption) {
         rotated = !map.poisoned && rotated_group<LEAN>(g);
         if (rotated) {
           // Rotated: the residual is in the compensator's (unrotated) units (a poisoned group's
@@ -111,38 +107,6 @@ __device__ __forceinline__ void OwnerStages<V>::push_tile(int dest, int tile, co
   if (a.nccl) return;  // ordered by the stream and the following ncclSend
   // Publish the tile to its owner (release after the barrier covers every thread's stores).
   block_post_flag(flag_at(a.peer_base[dest], a.layout.push_flags_offset, a.rank, tile), epoch);
-}
-
-// Push of a lane whose finite group is past the fp16 scale range under overflow-groups wide
-// (docs/numerics.md 2.4): the loop body above with the wide map, its encoding and its decoding, in
-// the same order. A function of its own so that the common loop carries none of it.
-template <class V>
-template <bool LEAN>
-__device__ __forceinline__ void OwnerStages<V>::push_wide_lane(const CompensatorArgs& c, const LaneGroup& g,
-                                                               const GroupStats& st, std::size_t lg,
-                                                               unsigned char* slot, const float (&x)[E],
-                                                               const float (&xs)[E], float (&m1)[E],
-                                                               float (&m2)[E]) const {
-  const GroupMap map = make_wide_group_map(QuantParams{BITS, a.kind}, st.mn, st.mx);
-  Codes codes;
-  quantize_lane_wide(map, xs, g.valid, codes);
-  codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
-  if (lm.lane_in_group == 0) store_params(slot + a.codes_bytes, lg, symmetric, map);
-  if (COMP && c.residual == ResidualMode::kLocal) {
-    float q[E], v[E];
-    codes.code_values(q);
-#pragma unroll
-    for (int k = 0; k < E; ++k) v[k] = map.poisoned ? poisoned_value() : decode_wide_value(map, q[k]);
-    if (!map.poisoned && rotated_group<LEAN>(g)) unrotate_lanes<E>(group_lanes(lm.lanes_per_group), v);
-    float u[E];
-#pragma unroll
-    for (int k = 0; k < E; ++k) {
-      const float w = !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k];
-      u[k] = numerics::local_residual(x[k], w);
-    }
-    update_state<E>(c, u, m1, m2);
-    store_state<E>(c, g.e0, g.valid, m1, m2);
-  }
 }
 
 }  // namespace owner_detail

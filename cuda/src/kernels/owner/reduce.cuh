@@ -48,20 +48,12 @@ __device__ __forceinline__ void OwnerStages<V>::sum_copies(const LaneGroup& g, s
         continue;
       }
       if (!g.active) continue;
+      // A wide group's copy decodes as any other (params_of_word gives its doubled scale).
       const DecodeParams dp = params_of_word<kOptions>(pw[j], symmetric, BITS);
       if (dp.s != dp.s) {
-        if constexpr (kOptions) {
-          // A poisoned copy (NaN) or a wide group's (docs/numerics.md 2.4).
-          float q[E], v[E];
-          cw[j].code_values(q);
-          decode_special_lane<E>(pw[j], symmetric, BITS, q, v);
+        const float nan = poisoned_value();  // a poisoned copy
 #pragma unroll
-          for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], v[k]);
-        } else {
-          const float nan = poisoned_value();
-#pragma unroll
-          for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], nan);
-        }
+        for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], nan);
       } else {
         float q[E];
         cw[j].code_values(q);
@@ -119,7 +111,7 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     entry<LEAN>(c, g, cur, buf, x, m1, m2);
     float xs[E];
     scaled<LEAN>(x, xs);
-    if constexpr (kOptions) {  // the options instance only (push.cuh says why)
+    if constexpr (kRotationOption) {  // the rotation's instance only (push.cuh says why)
       if (rotated_group<LEAN>(g)) rotate_lanes<E>(group_lanes(lm.lanes_per_group), xs);
     }
     // fp32 sum in rank order; the owner's own copy is never quantized. A NaN sum poisons its
@@ -128,14 +120,9 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     sum_copies(g, lg, xs, acc);
     const GroupStats st = group_stats<E>(acc, g.valid, lm.lanes_per_group);
     if (!g.active) continue;
-    // Gather: quantize the sum once and send the same codes to every peer.
-    const GroupMap map = make_fp16_group_map(qp, st.mn, st.mx, st.finite);
-    if constexpr (kOptions) {
-      if (takes_wide_map(map, st, a.wide_groups)) {
-        reduce_wide_lane<LEAN>(c, g, st, lg, acc, m1, m2);
-        continue;
-      }
-    }
+    // Gather: quantize the sum once and send the same codes to every peer. A wide group (its map,
+    // encoding and doubled decode scale as in the push) is not poisoned, so it is not counted.
+    const GroupMap map = lane_group_map<kOptions>(qp, st, a.wide_groups);
     if (map.poisoned && lm.lane_in_group == 0) ++poisoned;
     unsigned bits[E];
     Codes codes;
@@ -149,16 +136,17 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
       if (lm.lane_in_group == 0) store_params(slot + a.codes_bytes, lg, symmetric, map);
     }
     // The owner's output comes from the very codes it sent.
-    const DecodeParams dp = decode_params_of(map, symmetric, BITS);
+    const DecodeParams dp = decode_params_of<kOptions>(map, symmetric, BITS);
     float y[E];
     if (map.poisoned) {
 #pragma unroll
       for (int k = 0; k < E; ++k) y[k] = poisoned_value();
       store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
     } else if (rotated_output_of<LEAN>(c, g, codes, dp, y)) {
-      // A rotated group's output (options instance only).
+      // A rotated group's output (the rotation's instance only).
     } else {
-      // Finite scale: the values are finite, the hardware conversion rounds them. The code values
+      // Finite scale: the values are not NaN (a wide group's may overflow to +-Inf), the hardware
+      // conversion rounds them. The code values
       // come from `bits` (one subtraction each) or, with the state in registers, from the packed
       // codes (fewer live registers).
       float q[E];
@@ -178,7 +166,7 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     }
     if (COMP && c.residual == ResidualMode::kLocal) {
       // Local residual of the owner: its gather error, u = acc - y (gradient units).
-      if constexpr (kOptions) {
+      if constexpr (kRotationOption) {
         owner_residual<LEAN>(c, g, acc, y, m1, m2);
       } else {
         float u[E];
@@ -199,52 +187,14 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
   return true;
 }
 
-// Gather of a lane whose finite sum is past the fp16 scale range under overflow-groups wide
-// (docs/numerics.md 2.4): reduce_tile's gather with the wide map, its encoding and its decoding, in
-// the same order (the group is not poisoned, so it is not counted). A function of its own so that
-// the common loop carries none of it.
-template <class V>
-template <bool LEAN>
-__device__ __forceinline__ void OwnerStages<V>::reduce_wide_lane(const CompensatorArgs& c, const LaneGroup& g,
-                                                                 const GroupStats& st, std::size_t lg,
-                                                                 const float (&acc)[E], float (&m1)[E],
-                                                                 float (&m2)[E]) const {
-  const GroupMap map = make_wide_group_map(QuantParams{BITS, a.kind}, st.mn, st.mx);
-  Codes codes;
-  quantize_lane_wide(map, acc, g.valid, codes);
-  for (int r = a.nccl ? 0 : 1; r < (a.nccl ? 1 : a.ranks); ++r) {
-    const int peer = a.rank + r < a.ranks ? a.rank + r : a.rank + r - a.ranks;
-    unsigned char* slot = reinterpret_cast<unsigned char*>(a.peer_base[peer]) + a.layout.gather_offset +
-                          static_cast<std::size_t>(a.rank) * a.layout.slot_bytes;
-    codes.store(slot + lg * group_bytes + lm.lane_in_group * Codes::kBytes);
-    if (lm.lane_in_group == 0) store_params(slot + a.codes_bytes, lg, symmetric, map);
-  }
-  // The owner's output from the very codes it sent (a wide value past FLT_MAX is +-Inf).
-  float q[E], v[E], y[E];
-  codes.code_values(q);
-#pragma unroll
-  for (int k = 0; k < E; ++k) v[k] = map.poisoned ? poisoned_value() : decode_wide_value(map, q[k]);
-  if (!map.poisoned && rotated_group<LEAN>(g)) {
-    rotated_output<LEAN>(c, g, v, y);
-  } else {
-#pragma unroll
-    for (int k = 0; k < E; ++k) {
-      const float w = !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k];
-      y[k] = (COMP && c.residual == ResidualMode::kLocal) ? round_to<D>(w) : w;
-    }
-    store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
-  }
-  if (COMP && c.residual == ResidualMode::kLocal) owner_residual<LEAN>(c, g, acc, y, m1, m2);
-}
-
-// Options instance, a rotated group: its output from the gathered codes (rotated_output); false
-// (and nothing done) otherwise. The default instances compile none of it.
+// The rotation's instance, a rotated group: its output from the gathered codes (rotated_output);
+// false (and nothing done) otherwise. The other instances compile none of it.
 template <class V>
 template <bool LEAN>
 __device__ __forceinline__ bool OwnerStages<V>::rotated_output_of(const CompensatorArgs& c, const LaneGroup& g,
                                                                   const Codes& codes, const DecodeParams& dp,
                                                                   float (&y)[E]) const {
-  if constexpr (kOptions) {
+  if constexpr (kRotationOption) {
     if (!rotated_group<LEAN>(g)) return false;
     float q[E], v[E];
     codes.code_values(q);

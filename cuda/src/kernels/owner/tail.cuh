@@ -96,30 +96,17 @@ __device__ __forceinline__ void OwnerStages<V>::tail_loop(const LaneMap<kTailE>&
     const unsigned word = next_word;
     if (base + tm.groups_per_block < tr.end) load_iteration(base + tm.groups_per_block);
     if (!g.active) continue;
+    // A wide group (docs/numerics.md 2.4) decodes as any other: params_of_word gives its doubled
+    // scale.
     const DecodeParams dp = params_of_word<kOptions>(word, symmetric, BITS);
     float y[kTailE];
     if (dp.s != dp.s) {
-      if constexpr (kOptions) {
-        // Poisoned group (NaN), or a wide group (docs/numerics.md 2.4) decoded from its bf16
-        // scale and, when rotated, de-rotated.
-        float q[kTailE];
-        c.code_values(q);
-        decode_special_lane<kTailE>(word, symmetric, BITS, q, y);
-        if (rotated_group<LEAN>(g) && numerics::is_wide_scale_field(static_cast<std::uint16_t>(word & 0xFFFFu))) {
-          unrotate_lanes<kTailE>(group_lanes(tm.lanes_per_group), y);
-        }
-        if (!LEAN && a.backward) {
+      // Poisoned group: every element is NaN, stored as the canonical one.
 #pragma unroll
-          for (int k = 0; k < kTailE; ++k) y[k] = __fmul_rn(y[k], sc.unscale);
-        }
-      } else {
-        // Poisoned group: every element is NaN, stored as the canonical one.
-#pragma unroll
-        for (int k = 0; k < kTailE; ++k) y[k] = poisoned_value();
-      }
+      for (int k = 0; k < kTailE; ++k) y[k] = poisoned_value();
       store_elems<D, kTailE>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
-    } else if (kOptions && rotated_group<LEAN>(g)) {
-      if constexpr (kOptions) {
+    } else if (kRotationOption && rotated_group<LEAN>(g)) {
+      if constexpr (kRotationOption) {
         // Rotated group (docs/numerics.md 2.6): decoded, de-rotated, back to gradient units. A
         // butterfly may overflow, and Inf - Inf is a NaN: stored canonical.
         float q[kTailE];
@@ -138,8 +125,8 @@ __device__ __forceinline__ void OwnerStages<V>::tail_loop(const LaneMap<kTailE>&
       c.code_values(q);
 #pragma unroll
       for (int k = 0; k < kTailE; ++k) {
-        float v = decode_finite_value(dp.s, dp.z, q[k]);
-        if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);  // finite times a power of two: no NaN
+        float v = decode_finite_value(dp.s, dp.z, q[k]);  // +-Inf at most (a wide group's), no NaN
+        if (!LEAN && a.backward) v = __fmul_rn(v, sc.unscale);  // times a power of two: no NaN
         y[k] = v;
       }
       store_elems<D, kTailE, true>(a.out, g.e0, g.valid, LEAN || out_aligned, y);

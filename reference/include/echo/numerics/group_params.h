@@ -135,54 +135,58 @@ ECHO_HOST_DEVICE_INLINE GroupMap poisoned_group_map() {
   return map;
 }
 
-// The wide map of a finite group whose fp16 scale overflows (docs/numerics.md 2.4): the anchors of
-// the halved range [fp32(mn * 0.5), fp32(mx * 0.5)] (halving keeps hi - lo finite), the scale
-// rounded up to bf16 (fp32's exponent range) and flagged by kWideScaleFlag in the scale field.
-ECHO_HOST_DEVICE_INLINE GroupMap make_wide_group_map(const QuantParams& q, float mn, float mx) {
-  GroupMap map = poisoned_group_map();
-  const ScaleAnchors a = scale_anchors(q, mul_rn(mn, 0.5f), mul_rn(mx, 0.5f));
-  const std::uint16_t s_bits = nonnegative_to_bf16_bits_up(a.sf);
-  if (s_bits >= kBFloat16InfinityBits || s_bits == 0) return map;  // cannot happen for finite input
-  const float s = bf16_bits_to_float(s_bits);
-  map.poisoned = false;
-  map.wide = true;
-  map.wide_scale = s;
-  map.scale = static_cast<std::uint16_t>(kWideScaleFlag | s_bits);
-  finish_group_map(q, a, s, map);
-  set_clamp_fields(q, map);
-  return map;
-}
-
-// The group map with an fp16 scale of a group whose values span [mn, mx] (finite: no value is NaN
-// or Inf), docs/numerics.md 2.2 (asymmetric) and 2.3 (symmetric); a scale past fp16 poisons the
-// group. The CUDA kernels' common path calls this one (the wide branch inside their hot loops would
-// cost them registers): the P2P kernels call make_wide_group_map only where it comes out poisoned
-// for a finite group, the emulation's options variant calls make_group_map.
-ECHO_HOST_DEVICE_INLINE GroupMap make_fp16_group_map(const QuantParams& q, float mn, float mx, bool finite) {
+// One pass of the group-map rule on a group whose values span [mn, mx] (finite: no value is NaN or
+// Inf). `wide` false: the fp16 map of docs/numerics.md 2.2 (asymmetric) and 2.3 (symmetric); a
+// scale past fp16 poisons the group. `wide` true: the wide map of 2.4, for a finite group whose fp16
+// scale overflows: the anchors of the halved range [fp32(mn * 0.5), fp32(mx * 0.5)] (halving keeps
+// hi - lo finite), the scale rounded up to bf16 (fp32's exponent range) and flagged by
+// kWideScaleFlag in the scale field. One function for both maps, so that a kernel taking the second
+// pass where the first one overflows compiles one copy of the rule (lane_ops.cuh lane_group_map).
+ECHO_HOST_DEVICE_INLINE GroupMap group_map_pass(const QuantParams& q, float mn, float mx, bool finite, bool wide) {
   GroupMap map = poisoned_group_map();
   if (!finite) return map;
   const bool symmetric = q.kind == QuantizerKind::kSymmetric;
   const int half_codes = 1 << (q.bits - 1);
-  const ScaleAnchors a = scale_anchors(q, mn, mx);
+  const ScaleAnchors a = scale_anchors(q, wide ? mul_rn(mn, 0.5f) : mn, wide ? mul_rn(mx, 0.5f) : mx);
   map.poisoned = false;
-  if (a.sf == 0.0f) {
+  if (!wide && a.sf == 0.0f) {
     // All-zero group: scale 0 makes every code decode to +0.
     map.scale = 0;
     map.zero_point = symmetric ? finite_to_half_bits(static_cast<float>(half_codes)) : 0;
     map.recip = 0.0f;
   } else {
-    // Round the scale up so the grid always covers the group; never below the smallest subnormal.
-    std::uint16_t s_bits = q.scale_to_nearest ? finite_to_half_bits(a.sf)           // alteration only
-                                              : nonnegative_to_half_bits_up(a.sf);  // sf >= 0, not NaN
-    if (s_bits == 0) s_bits = kHalfMinSubnormalBits;
-    if (s_bits == kHalfInfinityBits) return poisoned_group_map();  // the scale overflows fp16
-    const float s = half_bits_to_float(s_bits);
-    map.scale = s_bits;
-    map.recip = rcp_rn(s);
+    float s;
+    if (wide) {
+      const std::uint16_t s_bits = nonnegative_to_bf16_bits_up(a.sf);
+      if (s_bits >= kBFloat16InfinityBits || s_bits == 0) return poisoned_group_map();  // not for finite input
+      s = bf16_bits_to_float(s_bits);
+      map.scale = static_cast<std::uint16_t>(kWideScaleFlag | s_bits);
+      map.wide = true;
+      map.wide_scale = s;
+    } else {
+      // Round the scale up so the grid always covers the group; never below the smallest subnormal.
+      std::uint16_t s_bits = q.scale_to_nearest ? finite_to_half_bits(a.sf)           // alteration only
+                                                : nonnegative_to_half_bits_up(a.sf);  // sf >= 0, not NaN
+      if (s_bits == 0) s_bits = kHalfMinSubnormalBits;
+      if (s_bits == kHalfInfinityBits) return poisoned_group_map();  // the scale overflows fp16
+      s = half_bits_to_float(s_bits);
+      map.scale = s_bits;
+      map.recip = rcp_rn(s);
+    }
     finish_group_map(q, a, s, map);
   }
   set_clamp_fields(q, map);
   return map;
+}
+
+// The fp16 map (group_map_pass's first pass). The CUDA kernels of the default spec call this one.
+ECHO_HOST_DEVICE_INLINE GroupMap make_fp16_group_map(const QuantParams& q, float mn, float mx, bool finite) {
+  return group_map_pass(q, mn, mx, finite, false);
+}
+
+// The wide map of a finite group (group_map_pass's second pass).
+ECHO_HOST_DEVICE_INLINE GroupMap make_wide_group_map(const QuantParams& q, float mn, float mx) {
+  return group_map_pass(q, mn, mx, true, true);
 }
 
 // Whether a scale field holds a wide group's bf16 scale (bit 15 set: an fp16 scale is never
@@ -253,6 +257,14 @@ ECHO_HOST_DEVICE std::uint32_t encode_bits_wide(const GroupMap& m, float magic, 
 ECHO_HOST_DEVICE float dequantize_wide_value(float s, float z, float q) {
   return mul_rn(mul_rn(s, sub_rn(q, z)), 2.0f);
 }
+
+// The scale with which a wide group's values come out of the common decode: fp32(2s * fp32(float(q)
+// - z)) equals dequantize_wide_value's fp32(fp32(s * fp32(float(q) - z)) * 2) for every code, since
+// 2s is exact and finite (s <= 2^126 from 3 bits up) and s * d is never subnormal (a wide scale is
+// above 2^14, a nonzero d = fp32(q - z) at least fp16's 2^-24), and an overflow of the product is
+// an overflow of the doubled one (test_quantizer.cpp checks every bf16 scale of the wide range).
+// The kernels decode wide groups so: one multiply per element, as for an fp16 scale.
+ECHO_HOST_DEVICE float wide_decode_scale(float s) { return mul_rn(s, 2.0f); }
 
 // x^ of one code given the group's stored parameter fields (fp16 scale or wide scale, fp16 zero).
 ECHO_HOST_DEVICE float dequantize_field_value(std::uint16_t scale_field, float z, float q) {

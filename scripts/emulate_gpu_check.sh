@@ -23,7 +23,8 @@
 #             BUILD_DIR-altI with cuda_emulate run on it, then the row of the default build and of
 #             every alternative in turn, twice
 #             (A B.. A B..), so drift between the passes shows. When ALT_FLAGS is set, the build
-#             stage builds the alternatives beside the default build.
+#             stage builds the alternatives beside the default build. AB_ARGS: the bench's
+#             arguments instead of the speed goal's row (e.g. "16777216 4 4 dual bf16 50 wide").
 # Stages run in the order given (default: build test bench sanitize). Environment: BUILD_DIR
 # (default build-emulate), DEADLINE_S (default 450): the sanitizer runs shrink or are skipped so
 # that the whole script ends within that many seconds of its start.
@@ -153,7 +154,7 @@ stage_profile() {
 }
 
 stage_batch-ab() {
-  local args="16777216 4 4 dual bf16 50" i pass dir label
+  local args=${AB_ARGS:-16777216 4 4 dual bf16 50} i pass dir label
   for i in "${!alt_flags[@]}"; do
     build_alt $((i + 1)) "${alt_flags[i]}" || { note "batch-ab: build of ${alt_flags[i]} FAILED"; return 1; }
     timeout "${TEST_TIMEOUT:-300}" "$build-alt$((i + 1))/bin/cuda_emulate" --report_level=short \

@@ -6,9 +6,10 @@
 // unquantized, quantize the sum once for the gather, store y = dtype_rne(deq * 2^-k), and update
 // every rank's compensator state, all from registers. One launch per call; backward calls run the
 // max |x'| kernel before it (the shared exponent needs every rank's whole message). The transport
-// options of docs/numerics.md 2.4 (wide groups) and 2.6 (Hadamard rotation) run in their own
-// instantiation of the quantized kernel (kOptions), so the default spec's kernel has none of their
-// code.
+// options of docs/numerics.md 2.4 (wide groups) and 2.6 (Hadamard rotation) run in instantiations
+// of the quantized kernel of their own (OPTIONS: kOptionWide for wide groups alone, in the default
+// kernel's structure; kAllOptions for every call with the rotation), so the default spec's kernel
+// has none of their code.
 // Included once per dtype by emulate_allreduce_<dtype>.cu, which instantiate emulate_launch.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "emulate_lanes.cuh"
 #include "emulate_ranks.cuh"
 #include "emulate_rotation.cuh"
+#include "kernels/instance_options.cuh"
 
 namespace echo::cuda {
 namespace emulate_detail {
@@ -41,24 +43,21 @@ __device__ __forceinline__ void update_pushed(const EmulateParams& a, int r, con
   update_rank(a, r, s, u);
 }
 
-// A group's map from its statistics: the fp16 map, or in the options variant make_group_map (the
-// wide map where the spec asks for it and the fp16 scale overflows).
-template <bool kOptions>
+// A group's map from its statistics: the fp16 map, or in an instantiation with wide groups (kWide)
+// the wide map where the spec asks for it (qp.wide_scale) and the fp16 scale overflows, in a second
+// pass of the same code (lane_group_map).
+template <bool kWide>
 __device__ __forceinline__ GroupMap group_map_of(const QuantParams& qp, float mn, float mx, bool finite) {
-  if constexpr (kOptions) {
-    return numerics::make_group_map(qp, mn, mx, finite);
-  } else {
-      return make_fp16_group_map(qp, mn, mx, finite);
-  }
+  return lane_group_map<kWide>(qp, mn, mx, finite, qp.wide_scale);
 }
 
 // Rank r's term in the units the quantized path sends: x' (times 2^k backward), recomputed from x'
-// in the default variant (a multiply is cheaper than the registers), taken from xs in the options
-// variant (there rotated once per call, rotation.cuh).
-template <bool kOptions, int P>
+// (a multiply is cheaper than the registers), or taken from xs in the rotation's instantiation
+// (kRotation: there rotated once per call, rotation.cuh).
+template <bool kRotation, int P>
 __device__ __forceinline__ void send_term(const EmulateParams& a, const Scaling& sc, const float (&x)[P][E],
                                           const float (&xs)[P][E], int r, float (&v)[E]) {
-  if constexpr (kOptions) {
+  if constexpr (kRotation) {
 #pragma unroll
     for (int k = 0; k < E; ++k) v[k] = xs[r][k];
   } else {
@@ -66,7 +65,7 @@ __device__ __forceinline__ void send_term(const EmulateParams& a, const Scaling&
   }
 }
 
-// The options variant's local residual of rank r's push v (in the sent units): with the rotation it
+// The rotation's instantiation's local residual of rank r's push v (in the sent units): rotated, it
 // is taken from the de-rotated push (docs/numerics.md 2.6; the de-rotation's exchanges need the
 // whole group, so every lane of it calls this, `pushes` saying which update), else from v.
 __device__ __forceinline__ void update_pushed_term(const EmulateParams& a, int r, const LaneSpot& s, const Scaling& sc,
@@ -87,8 +86,8 @@ __device__ __forceinline__ void update_pushed_term(const EmulateParams& a, int r
 // every pushing rank first, then lane j of the group computes rank j's map and every lane takes
 // its rank's from there by shuffles (scale and zero-point bits, reciprocal: group_map_from_fields),
 // so the group's P - 1 maps cost one map's instructions (the kernel is bound by its instructions).
-// The values are those of the one-rank-at-a-time loop.
-template <int P, bool kOptions>
+// The values are those of the one-rank-at-a-time loop. kWide, kRotation: the emulation kernel's.
+template <int P, bool kWide, bool kRotation>
 __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, const LaneSpot& s,
                                                        const QuantParams& qp, const Scaling& sc, int lanes,
                                                        bool symmetric, bool local, bool rotation,
@@ -106,7 +105,7 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
     any_push[r] = __any_sync(0xFFFFFFFFu, s.valid > 0 && r != s.owner);
     if (!any_push[r]) continue;
     float v[E];
-    send_term<kOptions, P>(a, sc, x, xs, r, v);
+    send_term<kRotation, P>(a, sc, x, xs, r, v);
     const GroupStats st = group_stats<E>(v, s.valid, lanes);
     if (j == r) {
       mn = st.mn;
@@ -114,12 +113,12 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
       finite = st.finite;
     }
   }
-  const GroupMap mine = group_map_of<kOptions>(qp, mn, mx, finite);
+  const GroupMap mine = group_map_of<kWide>(qp, mn, mx, finite);
   const unsigned mine_fields = static_cast<unsigned>(mine.scale) | (static_cast<unsigned>(mine.zero_point) << 16);
 #pragma unroll
   for (int r = 0; r < P; ++r) {
     float v[E];
-    send_term<kOptions, P>(a, sc, x, xs, r, v);
+    send_term<kRotation, P>(a, sc, x, xs, r, v);
     if (any_push[r]) {
       const unsigned fields = __shfl_sync(0xFFFFFFFFu, mine_fields, first + r);
       const float recip = __shfl_sync(0xFFFFFFFFu, mine.recip, first + r);
@@ -127,12 +126,12 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
       if (pushes) {
         const GroupMap map = group_map_from_fields(qp, static_cast<std::uint16_t>(fields & 0xFFFFu),
                                                    static_cast<std::uint16_t>(fields >> 16), recip);
-        requantize_lane<E, kOptions>(map, symmetric, a.bits, v, v);
-        if constexpr (!kOptions) {
+        requantize_lane<E, kWide>(map, symmetric, a.bits, v, v);
+        if constexpr (!kRotation) {
           if (local) update_pushed(a, r, s, sc, x[r], v);
         }
       }
-      if constexpr (kOptions) {
+      if constexpr (kRotation) {
         // The whole warp is here (any_push is warp-uniform): the de-rotation may shuffle.
         if (local) update_pushed_term(a, r, s, sc, pushes, rotation, rl, exchange, x[r], v);
       }
@@ -142,17 +141,21 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
   }
 }
 
-// The quantized owner all-reduce (docs/numerics.md 4). kOptions: the instantiation that serves
-// wide groups (2.4: make_group_map, the wide encode and decode) and the Hadamard rotation (2.6: every
+// The quantized owner all-reduce (docs/numerics.md 4). OPTIONS (instance_options.cuh): the
+// transport options the instantiation serves. Wide groups (2.4; kOptionWide alone runs the default
+// kernel's structure, loads and register budget): the wide map in lane_group_map's second pass,
+// the wide encode and decode in requantize_lane. The Hadamard rotation (2.6, kAllOptions): every
 // rank's sent terms rotated once, the owner's sum and the gathered result in rotated units, the
-// output and the local residuals de-rotated; the compensator state stays unrotated).
-template <DType D, int P, bool kOptions>
-__global__ void __launch_bounds__(kBlockThreads, (quantized_min_blocks<D, kOptions>()))
+// output and the local residuals de-rotated; the compensator state stays unrotated.
+template <DType D, int P, int OPTIONS>
+__global__ void __launch_bounds__(kBlockThreads, (quantized_min_blocks<D, (OPTIONS & kOptionRotation) != 0>()))
 emulate_quantized_kernel(EmulateParams a) {
-  constexpr int kBatch = kOptions ? kSerialLoads : quantized_load_batch<D>();
+  constexpr bool kWide = (OPTIONS & kOptionWide) != 0;
+  constexpr bool kRotation = (OPTIONS & kOptionRotation) != 0;
+  constexpr int kBatch = kRotation ? kSerialLoads : quantized_load_batch<D>();
   static_assert(kBatch >= 1, "at least one rank per batch");
   __shared__ float2 warp_stats[kWarpsPerBlock];
-  __shared__ float4 rotation_exchange[kOptions ? kBlockThreads : 1];
+  __shared__ float4 rotation_exchange[kRotation ? kBlockThreads : 1];
   const bool comp = a.comp.mode != CompensatorMode::kOff;
   const bool local = comp && a.comp.residual == ResidualMode::kLocal;
   const bool fresh = comp && *a.comp.fresh != 0;
@@ -161,8 +164,8 @@ emulate_quantized_kernel(EmulateParams a) {
   // Every pushing rank's map from its own lane of the group (push_maps_side_by_side).
   const bool side_by_side = P > 1 && !cross_warp && lanes >= P;
   const bool symmetric = a.kind == QuantizerKind::kSymmetric;
-  const QuantParams qp{a.bits, a.kind, false, kOptions && a.wide_groups};
-  const bool rotation = kOptions && a.rotate;  // uniform over the grid
+  const QuantParams qp{a.bits, a.kind, false, kWide && a.wide_groups};
+  const bool rotation = kRotation && a.rotate;  // uniform over the grid
   RotationLane rl{false, lanes, 0u, 1.0f, 1.0f};
   if (rotation) {
     rl.sign_bits = rotation_sign_bits<E>(static_cast<int>(threadIdx.x) & (lanes - 1));
@@ -183,10 +186,10 @@ emulate_quantized_kernel(EmulateParams a) {
     const LaneSpot s = lane_spot<P>(a, chunk);
     float x[P][E];
     load_ranks<kBatch, D, P>(a, s, fresh, aligned, x);
-    // The options variant's sent terms: x' (times 2^k), rotated where the group is full (the
-    // message's partial last group is not).
+    // The rotation's instantiation's sent terms: x' (times 2^k), rotated where the group is full
+    // (the message's partial last group is not).
     float xs[P][E];
-    if constexpr (kOptions) {
+    if constexpr (kRotation) {
       rl.rotate = rotation && (s.e0 & ~static_cast<std::size_t>(a.group - 1)) + a.group <= a.count;
 #pragma unroll
       for (int r = 0; r < P; ++r) {
@@ -198,13 +201,13 @@ emulate_quantized_kernel(EmulateParams a) {
     // its own x' (times 2^k) where it does; acc sums the terms in rank order.
     float acc[E];
     if (side_by_side) {
-      push_maps_side_by_side<P, kOptions>(a, s, qp, sc, lanes, symmetric, local, rotation, rl, rotation_exchange, x,
-                                          xs, acc);
+      push_maps_side_by_side<P, kWide, kRotation>(a, s, qp, sc, lanes, symmetric, local, rotation, rl,
+                                                  rotation_exchange, x, xs, acc);
     } else {
 #pragma unroll
       for (int r = 0; r < P; ++r) {
         float v[E];
-        send_term<kOptions, P>(a, sc, x, xs, r, v);
+        send_term<kRotation, P>(a, sc, x, xs, r, v);
         const bool pushes = s.valid > 0 && r != s.owner;
         // The statistics take every lane of the group (shuffles, barriers when cross-warp): skipped
         // only where no lane of the warp pushes (then the whole warp skips: a warp holds whole
@@ -212,12 +215,12 @@ emulate_quantized_kernel(EmulateParams a) {
         if (P > 1 && (cross_warp || __any_sync(0xFFFFFFFFu, pushes))) {
           const GroupStats st = block_group_stats(v, s.valid, lanes, warp_stats);
           if (pushes) {
-            requantize_lane<E, kOptions>(group_map_of<kOptions>(qp, st.mn, st.mx, st.finite), symmetric, a.bits, v, v);
-            if constexpr (!kOptions) {
+            requantize_lane<E, kWide>(group_map_of<kWide>(qp, st.mn, st.mx, st.finite), symmetric, a.bits, v, v);
+            if constexpr (!kRotation) {
               if (local) update_pushed(a, r, s, sc, x[r], v);
             }
           }
-          if constexpr (kOptions) {
+          if constexpr (kRotation) {
             if (local) update_pushed_term(a, r, s, sc, pushes, rotation, rl, rotation_exchange, x[r], v);
           }
         }
@@ -227,11 +230,11 @@ emulate_quantized_kernel(EmulateParams a) {
     }
     // Gather: the owner quantizes the sum once; every rank dequantizes the same codes.
     const GroupStats st = block_group_stats(acc, s.valid, lanes, warp_stats);
-    const GroupMap map = group_map_of<kOptions>(qp, st.mn, st.mx, st.finite);
+    const GroupMap map = group_map_of<kWide>(qp, st.mn, st.mx, st.finite);
     if (s.valid > 0 && s.group_head && map.poisoned) atomicAdd(&a.report->poisoned_groups, 1ull);
     float y[E];
-    requantize_lane<E, kOptions>(map, symmetric, a.bits, acc, y);
-    if constexpr (kOptions) {
+    requantize_lane<E, kWide>(map, symmetric, a.bits, acc, y);
+    if constexpr (kRotation) {
       // Every rank de-rotates the gathered values; the local residual takes the owner's sum
       // de-rotated too (every lane of the group, before the lanes past the end leave).
       if (rotation) {
@@ -358,10 +361,12 @@ cudaError_t launch_main(bool exact, const EmulateParams& p, cudaStream_t stream)
   const unsigned grid = grid_of(p.count, kMainGridCap);
   if (exact) {
     emulate_exact_kernel<D, P><<<grid, kBlockThreads, 0, stream>>>(p);
-  } else if (p.wide_groups || p.rotate) {
-    emulate_quantized_kernel<D, P, true><<<grid, kBlockThreads, 0, stream>>>(p);
+  } else if (p.rotate) {
+    emulate_quantized_kernel<D, P, kAllOptions><<<grid, kBlockThreads, 0, stream>>>(p);
+  } else if (p.wide_groups) {
+    emulate_quantized_kernel<D, P, kOptionWide><<<grid, kBlockThreads, 0, stream>>>(p);
   } else {
-      emulate_quantized_kernel<D, P, false><<<grid, kBlockThreads, 0, stream>>>(p);
+      emulate_quantized_kernel<D, P, kNoOptions><<<grid, kBlockThreads, 0, stream>>>(p);
     }
     return cudaGetLastError();
   }

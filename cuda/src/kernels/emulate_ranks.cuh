@@ -56,10 +56,11 @@ __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
 // - fp32: two ranks, the compiler's choice of registers: 0.615 against 0.591 the other way (its
 //   loads are twice as wide, so more of them in flight pays more than residency).
 // ECHO_EMULATE_LOAD_BATCH and ECHO_EMULATE_MIN_BLOCKS override both for every dtype, to compare
-// alternatives on a GPU (scripts/emulate_gpu_check.sh, stage batch-ab). The options variant and the
-// exact kernel keep the loop of one rank at a time (kSerialLoads) and the compiler's choice of
-// registers: batched, they need up to 177 and 127 registers, and even the batch loop run with one
-// rank made the options variant spill at P = 8.
+// alternatives on a GPU (scripts/emulate_gpu_check.sh, stage batch-ab); the instantiation with
+// wide groups alone takes them too. The rotation's instantiation and the exact kernel keep the
+// loop of one rank at a time (kSerialLoads) and the compiler's choice of registers: batched, they
+// need up to 177 and 127 registers, and even the batch loop run with one rank made the rotation's
+// spill at P = 8.
 constexpr int kSerialLoads = 1;
 
 template <DType D>
@@ -73,13 +74,13 @@ constexpr int quantized_load_batch() {
 
 // Blocks of kBlockThreads per multiprocessor that the quantized kernel's registers must allow
 // (its launch bounds; 0 leaves the choice to the compiler, the same machine code as launch bounds
-// without that argument).
-template <DType D, bool kOptions>
+// without that argument). kRotation: the rotation's instantiation.
+template <DType D, bool kRotation>
 constexpr int quantized_min_blocks() {
 #ifdef ECHO_EMULATE_MIN_BLOCKS
-  return kOptions ? 0 : ECHO_EMULATE_MIN_BLOCKS;
+  return kRotation ? 0 : ECHO_EMULATE_MIN_BLOCKS;
 #else
-  return kOptions || D == DType::kFloat32 ? 0 : 4;
+  return kRotation || D == DType::kFloat32 ? 0 : 4;
 #endif
 }
 

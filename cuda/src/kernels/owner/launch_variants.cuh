@@ -196,9 +196,9 @@ cudaError_t preload_dtype_bits() {
 // <dtype>_b<bits>_wide) and called by owner_dispatch.cpp.
 #define ECHO_OWNER_UNIT(UNIT, D, BITS, SET)                                                         \
   cudaError_t owner_allreduce_##UNIT(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) { \
-    return owner_detail::launch_dtype_bits<D, BITS, owner_detail::SET>(a, last_round, grid, stream); \
+    return owner_detail::launch_dtype_bits<D, BITS, SET>(a, last_round, grid, stream); \
   }                                                                                                 \
   int owner_blocks_per_sm_##UNIT(int group, Compensation comp) {                                    \
-    return owner_detail::blocks_per_sm_dtype_bits<D, BITS, owner_detail::SET>(group, comp);         \
+    return owner_detail::blocks_per_sm_dtype_bits<D, BITS, SET>(group, comp);         \
   }                                                                                                 \
-  cudaError_t owner_preload_##UNIT() { return owner_detail::preload_dtype_bits<D, BITS, owner_detail::SET>(); }
+  cudaError_t owner_preload_##UNIT() { return owner_detail::preload_dtype_bits<D, BITS, SET>(); }

@@ -64,7 +64,7 @@ __device__ __forceinline__ void OwnerStages<V>::push_tile(int dest, int tile, co
     if (!g.active) continue;
     // A wide group (docs/numerics.md 2.4) takes the loop below with its own map: its encoding in
     // quantize_lane, its values through decode_params_of's doubled scale.
-    const GroupMap map = lane_group_map<kOptions>(qp, st, a.wide_groups);
+    const GroupMap map = lane_group_map<kOptions>(qp, st.mn, st.mx, st.finite, a.wide_groups);
     unsigned bits[E];
     Codes codes;
     quantize_lane(map, xs, g.valid, bits, codes);

@@ -122,7 +122,7 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
     if (!g.active) continue;
     // Gather: quantize the sum once and send the same codes to every peer. A wide group (its map,
     // encoding and doubled decode scale as in the push) is not poisoned, so it is not counted.
-    const GroupMap map = lane_group_map<kOptions>(qp, st, a.wide_groups);
+    const GroupMap map = lane_group_map<kOptions>(qp, st.mn, st.mx, st.finite, a.wide_groups);
     if (map.poisoned && lm.lane_in_group == 0) ++poisoned;
     unsigned bits[E];
     Codes codes;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernel_args.h"
+#include "kernels/instance_options.cuh"
 
 namespace echo::cuda {
 namespace owner_detail {
@@ -21,15 +22,6 @@ constexpr int kTailStages = kStageTail;
 // variants, one in the rest; a split variant's push + reduce kernel has an instance with four for
 // P > 2 (owner_split_tail).
 constexpr int default_peer_batch(int e, bool comp) { return !comp && e == 16 ? 4 : 1; }
-
-// The transport options an instance compiles (docs/numerics.md 2.4, 2.6): none (the default
-// spec's instances), overflow-groups wide alone (a whole instance set of its own, so that wide
-// calls without the rotation run the default structure: split tail, peer batches, lean copies),
-// or both (one fused instance for every call with the rotation).
-constexpr int kNoOptions = 0;
-constexpr int kOptionWide = 1;
-constexpr int kOptionRotation = 2;
-constexpr int kAllOptions = kOptionWide | kOptionRotation;
 
 // Resident blocks per multiprocessor a variant is compiled for (its register budget).
 constexpr int owner_min_blocks(int e, bool comp) { return (e == 32 && comp) ? 1 : (e == 8 ? 3 : 2); }

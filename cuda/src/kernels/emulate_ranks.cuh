@@ -84,6 +84,26 @@ constexpr int quantized_min_blocks() {
 #endif
 }
 
+// Rank r's averages of the lane at s.
+template <int E>
+__device__ __forceinline__ void load_rank_state(const EmulateParams& a, int r, const LaneSpot& s, float (&m1)[E],
+                                                float (&m2)[E]) {
+  load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+}
+
+// Ranks in a batch of kBatch of P.
+template <int kBatch, int P>
+constexpr int batch_ranks() { return P < kBatch ? P : kBatch; }
+
+// The averages of the batch of ranks from b (at most kBatch of them), loaded together.
+template <int kBatch, int P, int E>
+__device__ __forceinline__ void load_batch_states(const EmulateParams& a, const LaneSpot& s, int b,
+                                                  float (&m1)[batch_ranks<kBatch, P>()][E],
+                                                  float (&m2)[batch_ranks<kBatch, P>()][E]) {
+#pragma unroll
+  for (int r = b; r < P && r < b + kBatch; ++r) load_rank_state<E>(a, r, s, m1[r - b], m2[r - b]);
+}
+
 // Every rank's x' of the lane (gradient units); also the optional x' output. The loads of a batch
 // of ranks come first, then their compensation, then their x' stores.
 // The state x' was formed from is not kept: update_rank loads it again (from cache), which leaves
@@ -98,7 +118,7 @@ __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpo
       load_lane<D>(rank_row<D>(a, r), s.e0, s.valid, aligned[r], x[r]);
       if (comp) {
         float m1[E], m2[E];
-        load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+        load_rank_state<E>(a, r, s, m1, m2);
         apply_compensation<E>(a.comp, fresh, m1, m2, x[r]);
       }
       if (a.compensated != nullptr && s.valid > 0) {
@@ -108,15 +128,11 @@ __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpo
   } else {
 #pragma unroll
     for (int b = 0; b < P; b += kBatch) {
-      constexpr int kMaxBatch = P < kBatch ? P : kBatch;
-      float m1[kMaxBatch][E], m2[kMaxBatch][E];
+      float m1[batch_ranks<kBatch, P>()][E], m2[batch_ranks<kBatch, P>()][E];
 #pragma unroll
       for (int r = b; r < P && r < b + kBatch; ++r) load_lane<D>(rank_row<D>(a, r), s.e0, s.valid, aligned[r], x[r]);
       if (comp) {
-#pragma unroll
-        for (int r = b; r < P && r < b + kBatch; ++r) {
-          load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r - b], m2[r - b]);
-        }
+        load_batch_states<kBatch, P, E>(a, s, b, m1, m2);
 #pragma unroll
         for (int r = b; r < P && r < b + kBatch; ++r) apply_compensation<E>(a.comp, fresh, m1[r - b], m2[r - b], x[r]);
       }
@@ -143,7 +159,7 @@ __device__ __forceinline__ void update_loaded(const EmulateParams& a, int r, con
 template <int E>
 __device__ __forceinline__ void update_rank(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E]) {
   float m1[E], m2[E];
-  load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+  load_rank_state<E>(a, r, s, m1, m2);
   update_loaded(a, r, s, u, m1, m2);
 }
 
@@ -170,12 +186,8 @@ __device__ __forceinline__ void update_global(const EmulateParams& a, const Lane
   } else {
 #pragma unroll
     for (int b = 0; b < P; b += kBatch) {
-      constexpr int kMaxBatch = P < kBatch ? P : kBatch;
-      float m1[kMaxBatch][E], m2[kMaxBatch][E];
-#pragma unroll
-      for (int r = b; r < P && r < b + kBatch; ++r) {
-        load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1[r - b], m2[r - b]);
-      }
+      float m1[batch_ranks<kBatch, P>()][E], m2[batch_ranks<kBatch, P>()][E];
+      load_batch_states<kBatch, P, E>(a, s, b, m1, m2);
 #pragma unroll
       for (int r = b; r < P && r < b + kBatch; ++r) {
         float u[E];

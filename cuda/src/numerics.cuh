@@ -117,9 +117,10 @@ template <DType D> __device__ __forceinline__ float round_to(float v) {
 }
 
 // ---- quantizer -----------------------------------------------------------------------------
-// make_fp16_group_map, group_map_pass (the P2P kernels' wide instances: lane_ops.cuh
-// lane_group_map), make_group_map and group_map_from_fields (the emulation's options variant), encode_magic, encode_bits,
-// code_value_of_bits and poisoned_value are the shared ones (echo/numerics/group_params.h).
+// make_fp16_group_map, group_map_pass (the wide instances of both kernels: lane_ops.cuh
+// lane_group_map), group_map_from_fields (the emulation's maps shared between lanes),
+// encode_magic, encode_bits, code_value_of_bits and poisoned_value are the shared ones
+// (echo/numerics/group_params.h).
 
 // x^ = fp32(s * fp32(float(q) - z)) for a group whose scale is finite (not poisoned), from float(q)
 // and s, z as stored in fp16. Every element of a poisoned group is NaN (poisoned_value).

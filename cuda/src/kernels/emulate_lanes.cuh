@@ -202,7 +202,7 @@ __device__ __forceinline__ void requantize_lane_wide(const GroupMap& map, const 
 // One quantize -> dequantize of a lane under its group's map: what a receiver of the codes
 // computes (docs/numerics.md 2; every element NaN in a poisoned group). Any bit width 2..8: the
 // code is the low byte of encode_bits(), its value code_value_of_bits(). kWide: the map may be a
-// wide one (make_group_map with wide_scale); the default instantiation has no wide branch.
+// wide one (lane_group_map's second pass); the default instantiation has no wide branch.
 template <int E, bool kWide = false>
 __device__ __forceinline__ void requantize_lane(const GroupMap& map, bool symmetric, int bits,
                                                 const float (&v)[E], float (&out)[E]) {

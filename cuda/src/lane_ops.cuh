@@ -147,17 +147,12 @@ __device__ __forceinline__ DecodeParams params_of_word(unsigned w, bool symmetri
   return {s, half_bits_to_float(static_cast<std::uint16_t>(w >> 16))};
 }
 
-// The wide map (docs/numerics.md 2.4) replaces a group's fp16 map only where that map is poisoned
-// although the group is finite, and the call asks for wide groups.
-__device__ __forceinline__ bool takes_wide_map(const GroupMap& fp16_map, bool finite, bool wide_groups) {
-  return fp16_map.poisoned && finite && wide_groups;
-}
-
-// The map of a group spanning [mn, mx] (docs/numerics.md 2.2-2.4): the fp16 map, or with WIDE (an
-// instance compiling the wide groups) the wide map where takes_wide_map says so. The second pass
-// runs the same code as the first, a loop of at most two passes over numerics::group_map_pass: the
-// fp16 and the wide map inlined one after the other cost the compensated owner kernels hundreds of
-// bytes of spills (docs/performance.md, "Transport options in the peer-to-peer kernel").
+// The map of a group spanning [mn, mx] (docs/numerics.md 2.2-2.4), numerics::make_group_map's: the
+// fp16 map, or with WIDE (an instance compiling the wide groups) the wide map where
+// numerics::takes_wide_map (wide_groups: the call asks for them). The second pass runs the same
+// code as the first, a loop of at most two passes over numerics::group_map_pass: the fp16 and the
+// wide map inlined one after the other cost the compensated owner kernels hundreds of bytes of
+// spills (docs/performance.md, "Transport options in the peer-to-peer kernel").
 template <bool WIDE>
 __device__ __forceinline__ GroupMap lane_group_map(const QuantParams& qp, float mn, float mx, bool finite,
                                                    bool wide_groups) {
@@ -168,7 +163,7 @@ __device__ __forceinline__ GroupMap lane_group_map(const QuantParams& qp, float 
 #pragma unroll 1
     for (;;) {
       const GroupMap map = numerics::group_map_pass(qp, mn, mx, finite, wide);
-      if (wide || !takes_wide_map(map, finite, wide_groups)) return map;
+      if (wide || !numerics::takes_wide_map(map, finite, wide_groups)) return map;
       wide = true;
     }
   }

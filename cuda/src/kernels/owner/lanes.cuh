@@ -228,9 +228,6 @@ struct OwnerStages {
   __device__ __forceinline__ bool rotated_output_of(const CompensatorArgs& c, const LaneGroup& g, const Codes& codes,
                                                     const DecodeParams& dp, float (&y)[E]) const;
   template <bool LEAN>
-  __device__ __forceinline__ void rotated_output(const CompensatorArgs& c, const LaneGroup& g, float (&v)[E],
-                                                 float (&y)[E]) const;
-  template <bool LEAN>
   __device__ __forceinline__ void owner_residual(const CompensatorArgs& c, const LaneGroup& g, const float (&acc)[E],
                                                  const float (&y)[E], float (&m1)[E], float (&m2)[E]) const;
   template <bool LEAN, int CONFIG = kConfigAny>

@@ -146,9 +146,8 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
       // A rotated group's output (the rotation's instance only).
     } else {
       // Finite scale: the values are not NaN (a wide group's may overflow to +-Inf), the hardware
-      // conversion rounds them. The code values
-      // come from `bits` (one subtraction each) or, with the state in registers, from the packed
-      // codes (fewer live registers).
+      // conversion rounds them. The code values come from `bits` (one subtraction each) or, with
+      // the state in registers, from the packed codes (fewer live registers).
       float q[E];
       if constexpr (COMP) {
         codes.code_values(q);
@@ -187,8 +186,11 @@ __device__ __forceinline__ bool OwnerStages<V>::reduce_tile(int tile, const Tile
   return true;
 }
 
-// The rotation's instance, a rotated group: its output from the gathered codes (rotated_output);
-// false (and nothing done) otherwise. The other instances compile none of it.
+// The rotation's instance, a rotated group (docs/numerics.md 2.6): the owner's output from the
+// gathered codes, decoded (rotated units), de-rotated, back to gradient units, stored; y as the
+// local residual uses it. A butterfly may overflow, and Inf - Inf is a NaN: stored canonical (the
+// common path's values cannot be NaN). False (and nothing done) for any other group; the other
+// instances compile none of it.
 template <class V>
 template <bool LEAN>
 __device__ __forceinline__ bool OwnerStages<V>::rotated_output_of(const CompensatorArgs& c, const LaneGroup& g,
@@ -200,27 +202,17 @@ __device__ __forceinline__ bool OwnerStages<V>::rotated_output_of(const Compensa
     codes.code_values(q);
 #pragma unroll
     for (int k = 0; k < E; ++k) v[k] = decode_finite_value(dp.s, dp.z, q[k]);
-    rotated_output<LEAN>(c, g, v, y);
+    unrotate_lanes<E>(group_lanes(lm.lanes_per_group), v);
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+      const float w = !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k];
+      y[k] = (COMP && c.residual == ResidualMode::kLocal) ? round_to<D>(w) : w;
+    }
+    store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
     return true;
   } else {
     return false;
   }
-}
-
-// The owner's output of a rotated group (docs/numerics.md 2.6) from its decoded values v (rotated
-// units): de-rotated, back to gradient units, stored; y as the local residual uses it. A butterfly
-// may overflow, and Inf - Inf is a NaN: stored canonical (the common path's values cannot be NaN).
-template <class V>
-template <bool LEAN>
-__device__ __forceinline__ void OwnerStages<V>::rotated_output(const CompensatorArgs& c, const LaneGroup& g,
-                                                               float (&v)[E], float (&y)[E]) const {
-  unrotate_lanes<E>(group_lanes(lm.lanes_per_group), v);
-#pragma unroll
-  for (int k = 0; k < E; ++k) {
-    const float w = !LEAN && a.backward ? __fmul_rn(v[k], sc.unscale) : v[k];
-    y[k] = (COMP && c.residual == ResidualMode::kLocal) ? round_to<D>(w) : w;
-  }
-  store_elems<D, E>(a.out, g.e0, g.valid, LEAN || out_aligned, y);
 }
 
 // Local residual of the owner: its gather error u = acc - y in gradient units, with acc

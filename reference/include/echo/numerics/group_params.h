@@ -219,11 +219,16 @@ ECHO_HOST_DEVICE_INLINE GroupMap group_map_from_fields(const QuantParams& q, std
   return map;
 }
 
-// The group map of docs/numerics.md 2.2-2.4: the fp16 map, or with q.wide_scale the wide map where
-// the fp16 scale overflows (the only way a finite group comes out poisoned).
+// Whether a group takes the wide map (docs/numerics.md 2.4): its fp16 map is poisoned although the
+// group is finite (the only way that happens is a scale past fp16), and wide groups are asked for.
+ECHO_HOST_DEVICE bool takes_wide_map(const GroupMap& fp16_map, bool finite, bool wide_groups) {
+  return fp16_map.poisoned && finite && wide_groups;
+}
+
+// The group map of docs/numerics.md 2.2-2.4: the fp16 map, or the wide map where takes_wide_map.
 ECHO_HOST_DEVICE_INLINE GroupMap make_group_map(const QuantParams& q, float mn, float mx, bool finite) {
   const GroupMap map = make_fp16_group_map(q, mn, mx, finite);
-  if (q.wide_scale && finite && map.poisoned) return make_wide_group_map(q, mn, mx);
+  if (takes_wide_map(map, finite, q.wide_scale)) return make_wide_group_map(q, mn, mx);
   return map;
 }
 

@@ -117,8 +117,8 @@ template <DType D> __device__ __forceinline__ float round_to(float v) {
 }
 
 // ---- quantizer -----------------------------------------------------------------------------
-// make_fp16_group_map, group_map_pass (the peer-to-peer kernels' wide instances: lane_ops.cuh
-// lane_group_map), make_wide_group_map (the emulation's, out of line), group_map_from_fields (the emulation's maps shared between lanes),
+// make_fp16_group_map, group_map_pass (the wide instances of both kernels: lane_ops.cuh
+// lane_group_map), group_map_from_fields (the emulation's maps shared between lanes),
 // encode_magic, encode_bits, code_value_of_bits and poisoned_value are the shared ones
 // (echo/numerics/group_params.h).
 

@@ -43,25 +43,12 @@ __device__ __forceinline__ void update_pushed(const EmulateParams& a, int r, con
   update_rank(a, r, s, u);
 }
 
-// A wide group's map (numerics::make_wide_group_map), out of line: the emulation kernel computes
-// maps at many points with most of its 64 registers live, and the wide map inlined there (even as
-// the peer-to-peer kernels' second pass, lane_ops.cuh lane_group_map) spilled on the path every
-// group takes (ptxas, bf16, P = 4: 102 bytes of spill stores against 14 out of line). It runs only
-// for the rare group whose scale is past fp16.
-__device__ __noinline__ static GroupMap wide_group_map_out_of_line(QuantParams qp, float mn, float mx) {
-  return numerics::make_wide_group_map(qp, mn, mx);
-}
-
 // A group's map from its statistics: the fp16 map, or in an instantiation with wide groups (kWide)
-// the wide map where numerics::takes_wide_map (the spec asks for it, qp.wide_scale, and the fp16
-// scale overflows).
+// the wide map where the spec asks for it (qp.wide_scale) and the fp16 scale overflows, in a second
+// pass of the same code (lane_group_map).
 template <bool kWide>
 __device__ __forceinline__ GroupMap group_map_of(const QuantParams& qp, float mn, float mx, bool finite) {
-  const GroupMap map = make_fp16_group_map(qp, mn, mx, finite);
-  if constexpr (kWide) {
-    if (numerics::takes_wide_map(map, finite, qp.wide_scale)) return wide_group_map_out_of_line(qp, mn, mx);
-  }
-  return map;
+  return lane_group_map<kWide>(qp, mn, mx, finite, qp.wide_scale);
 }
 
 // Rank r's term in the units the quantized path sends: x' (times 2^k backward), recomputed from x'
@@ -156,8 +143,8 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
 
 // The quantized owner all-reduce (docs/numerics.md 4). OPTIONS (instance_options.cuh): the
 // transport options the instantiation serves. Wide groups (2.4; kOptionWide alone runs the default
-// kernel's structure, loads and register budget): the wide map out of line (group_map_of), the
-// wide encode and decode in requantize_lane. The Hadamard rotation (2.6, kAllOptions): every
+// kernel's structure, loads and register budget): the wide map in lane_group_map's second pass,
+// the wide encode and decode in requantize_lane. The Hadamard rotation (2.6, kAllOptions): every
 // rank's sent terms rotated once, the owner's sum and the gathered result in rotated units, the
 // output and the local residuals de-rotated; the compensator state stays unrotated.
 template <DType D, int P, int OPTIONS>

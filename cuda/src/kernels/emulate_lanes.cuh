@@ -186,31 +186,42 @@ __device__ __forceinline__ bool block_group_any(bool flag, int lanes, int* warp_
   return f != 0;
 }
 
+// One quantize -> dequantize of a lane under a wide group's map (docs/numerics.md 2.4 steps 4-5:
+// encode_bits_wide, dequantize_wide_value; the zero-point as stored, 2^(b-1) when symmetric).
+template <int E>
+__device__ __forceinline__ void requantize_lane_wide(const GroupMap& map, const float (&v)[E], float (&out)[E]) {
+  const float z = half_bits_to_float(map.zero_point);
+  const float magic = encode_magic(map);
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    out[k] = numerics::dequantize_wide_value(map.wide_scale, z,
+                                             code_value_of_bits(numerics::encode_bits_wide(map, magic, v[k])));
+  }
+}
+
 // One quantize -> dequantize of a lane under its group's map: what a receiver of the codes
 // computes (docs/numerics.md 2; every element NaN in a poisoned group). Any bit width 2..8: the
 // code is the low byte of encode_bits(), its value code_value_of_bits(). kWide: the map may be a
-// wide one (group_map_of), whose codes come from encode_bits_wide and whose values are
-// dequantize_wide_value's (2.4 steps 4-5; not the peer-to-peer kernels' doubled scale, which can
-// overflow at 2 bits); the default instantiation has no wide branch.
+// wide one (lane_group_map's second pass); the default instantiation has no wide branch.
 template <int E, bool kWide = false>
 __device__ __forceinline__ void requantize_lane(const GroupMap& map, bool symmetric, int bits,
                                                 const float (&v)[E], float (&out)[E]) {
+  if constexpr (kWide) {
+    if (map.wide) {
+      requantize_lane_wide<E>(map, v, out);
+      return;
+    }
+  }
   if (map.poisoned) {
 #pragma unroll
     for (int k = 0; k < E; ++k) out[k] = poisoned_value();
     return;
   }
-  const bool wide = kWide && map.wide;
   const DecodeParams dp = decode_params_of(map, symmetric, bits);
   const float magic = encode_magic(map);
-  // dequantize_wide_value's fp32(fp32(s * d) * 2) with s the wide scale; x * 1 is x, exactly.
-  const float s = wide ? map.wide_scale : dp.s;
-  const float undo_halving = wide ? 2.0f : 1.0f;
 #pragma unroll
   for (int k = 0; k < E; ++k) {
-    const unsigned b = wide ? numerics::encode_bits_wide(map, magic, v[k]) : encode_bits(map, magic, v[k]);
-    const float x = decode_finite_value(s, dp.z, code_value_of_bits(b));
-    out[k] = kWide ? __fmul_rn(x, undo_halving) : x;
+    out[k] = decode_finite_value(dp.s, dp.z, code_value_of_bits(encode_bits(map, magic, v[k])));
   }
 }
 

@@ -32,7 +32,7 @@ struct CompareArgs {
   int group = kDefaultGroup;
   std::string state_dtype = "fp32";
   int outliers = 0;
-  std::string overflow_groups = "poison";
+  std::string overflow_groups = "wide";
   std::string rotation = "none";
   std::string json;
   std::string emit_trace;

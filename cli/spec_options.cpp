@@ -31,17 +31,17 @@ void apply_transport_options(int outliers, const std::string& overflow_groups, c
 void add_transport_options(CLI::App* command, const TransportOptions& o) {
   command->add_option("--outliers", *o.outliers,
                       "per group, this many largest-magnitude values travel as bf16 with their index "
-                      "(0, 1 or 2; 4 wire bytes each; CPU reference only)")
+                      "(0, 1 or 2; 4 wire bytes each; the CPU reference only)")
       ->check(CLI::Range(0, kMaxOutliers))
       ->capture_default_str();
   command->add_option("--overflow-groups", *o.overflow_groups,
-                      "a finite group whose scale overflows fp16: poison (NaN out, the CUDA path's "
-                      "behaviour) | wide (a flagged bf16 scale; CPU reference only)")
+                      "a finite group whose scale overflows fp16: wide (a flagged bf16 scale, finite "
+                      "out) | poison (NaN out)")
       ->check(CLI::IsMember({"poison", "wide"}))
       ->capture_default_str();
   command->add_option("--rotation", *o.rotation,
                       "none | hadamard (randomized Hadamard transform of every full group before "
-                      "quantization, inverted after; CPU reference only)")
+                      "quantization, inverted after)")
       ->check(CLI::IsMember({"none", "hadamard"}))
       ->capture_default_str();
 }

@@ -24,7 +24,7 @@ struct SpecOptions {
   std::size_t exact_max_count = 0;
   std::string state_dtype = "fp32";
   int outliers = 0;
-  std::string overflow_groups = "poison";
+  std::string overflow_groups = "wide";
   std::string rotation = "none";
 
   // Builds the spec; the caller validates it (AllReduceSpec::validate).

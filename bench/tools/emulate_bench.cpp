@@ -3,9 +3,10 @@
 //   echo_cuda_emulate_bench [elements] [ranks] [bits] [compensator] [dtype] [iterations] [options]
 // Defaults: 16777216 elements per rank, 4 ranks, 4 bits, dual, bf16, 50 iterations, no options (the
 // speed goal of docs/performance.md). compensator: off, single, dual (global residual, fp32 state),
-// dual-local, dual-bf16 (global, bf16 state), dual-local-bf16. options: none, wide (overflow-groups
-// wide; the data stays below the fp16 scale limit, so this is the cost of the variant alone),
-// rotation (Hadamard), wide-rotation (docs/numerics.md 2.4, 2.6). The traffic counted is what the
+// dual-local, dual-bf16 (global, bf16 state), dual-local-bf16. options: none (overflow-groups
+// poison, no rotation: the kernel without the options' code), wide (overflow-groups wide, the
+// default spec's; the data stays below the fp16 scale limit, so this is the cost of the variant
+// alone), rotation (Hadamard, poison), wide-rotation (docs/numerics.md 2.4, 2.6). The traffic counted is what the
 // kernel must move: every rank's input read, the output written, and every rank's averages read
 // and written; the copy moves half that many bytes (each read once and written once).
 #include <cuda_runtime_api.h>
@@ -123,7 +124,7 @@ int main(int argc, char** argv) {
   spec.dtype = *dtype;
   spec.quant.bits = bits;
   spec.compensator = compensator_of(comp_name);
-  if (options.find("wide") != std::string::npos) spec.quant.overflow = OverflowGroups::kWide;
+  spec.quant.overflow = options.find("wide") != std::string::npos ? OverflowGroups::kWide : OverflowGroups::kPoison;
   if (options.find("rotation") != std::string::npos) spec.quant.rotation = Rotation::kHadamard;
   const std::size_t es = dtype_size(spec.dtype);
 

@@ -118,11 +118,15 @@ const std::vector<Case> kCases = {
     {"nonfinite-exact-fp32-p4", "non-finite inputs on the exact path", 4, 500, fp32, fwd, Inputs::kNonFinite,
      "--exact-max-count 500"},
     {"fp16-limit-4bit-off-fp32-p4", "scales at fp16's largest value and beyond (poisoned)", 4, 1024, fp32, fwd,
-     Inputs::kFp16Limit, "--compensator off"},
-    {"fp16-limit-8bit-off-fp32-p2", "scale limit at 8 bits", 2, 1024, fp32, fwd, Inputs::kFp16Limit,
-     "--bits 8 --compensator off"},
-    {"fp16-limit-4bit-symmetric-fp32-p3", "scale limit, symmetric quantizer", 3, 1024, fp32, fwd, Inputs::kFp16Limit,
-     "--quantizer symmetric --compensator off"},
+     Inputs::kFp16Limit, "--compensator off --overflow-groups poison"},
+    {"fp16-limit-8bit-off-fp32-p2", "scale limit at 8 bits (poisoned)", 2, 1024, fp32, fwd, Inputs::kFp16Limit,
+     "--bits 8 --compensator off --overflow-groups poison"},
+    {"fp16-limit-4bit-symmetric-fp32-p3", "scale limit, symmetric quantizer (poisoned)", 3, 1024, fp32, fwd,
+     Inputs::kFp16Limit, "--quantizer symmetric --compensator off --overflow-groups poison"},
+    {"fp16-limit-4bit-wide-off-fp32-p4", "scales beyond fp16's largest value as wide groups (the default): finite out",
+     4, 1024, fp32, fwd, Inputs::kFp16Limit, "--compensator off"},
+    {"fp16-limit-8bit-wide-dual-bf16-p4", "wide groups at 8 bits through the dual compensator", 4, 1024, bf16, fwd,
+     Inputs::kFp16Limit, "--bits 8"},
     {"tiny-4bit-dual-fp32-p4", "subnormal fp16 scales and the 2^-24 floor", 4, 1000, fp32, fwd, Inputs::kTiny, ""},
     {"ring-4bit-dual-bf16-p4", "ring algorithm (reference only)", 4, 1000, bf16, fwd, Inputs::kActivations,
      "--algorithm ring"},
@@ -262,12 +266,15 @@ std::vector<std::pair<std::string, std::string>> all_options(const echo::cli::Sp
           {"beta2", echo::float_text(o.beta2)},
           {"beta", echo::float_text(o.beta)},
           {"state-dtype", o.state_dtype},
-          {"exact-max-count", std::to_string(o.exact_max_count)}};
+          {"exact-max-count", std::to_string(o.exact_max_count)},
+          {"outliers", std::to_string(o.outliers)},
+          {"overflow-groups", o.overflow_groups},
+          {"rotation", o.rotation}};
 }
 
 bool is_number(const std::string& name) {
   return name != "quantizer" && name != "compensator" && name != "residual" && name != "algorithm" &&
-         name != "state-dtype";
+         name != "state-dtype" && name != "overflow-groups" && name != "rotation";
 }
 
 }  // namespace

@@ -122,7 +122,7 @@ std::string describe(const TensorParallelSpec& spec) {
   }
   if (ar.quant.outliers > 0) out << "outliers=" << ar.quant.outliers << " ";
   if (ar.quant.rotation != Rotation::kNone) out << "rotation=" << rotation_name(ar.quant.rotation) << " ";
-  if (ar.quant.overflow != OverflowGroups::kPoison) {
+  if (ar.quant.overflow != QuantSpec{}.overflow) {
     out << "overflow-groups=" << overflow_groups_name(ar.quant.overflow) << " ";
   }
   out << compensator_mode_name(ar.compensator.mode);

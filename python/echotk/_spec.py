@@ -9,7 +9,7 @@ from . import _C
 
 _DTYPE_NAMES = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16",
                 "fp16": "fp16", "float16": "fp16"}
-_OVERFLOW_GROUPS = ("poison", "wide")
+_OVERFLOW_GROUPS = ("wide", "poison")
 _ROTATIONS = ("none", "hadamard")
 
 
@@ -21,9 +21,10 @@ class Spec:
     take the exact path) are the CLI's `--algorithm` and `--exact-max-count`.
 
     The transport options of docs/numerics.md 2.4-2.6 (docs/outliers.md): the CPU reference
-    implements all three, the CUDA paths every value but outliers != 0. `outliers` (0, 1, 2: values per group sent exactly as bf16 with their index), `overflow_groups`
-    ("poison" | "wide": a finite group whose fp16 scale overflows gets NaN or a flagged bf16 scale)
-    and `rotation` ("none" | "hadamard": randomized Hadamard transform of every full group), the
+    implements all three, the CUDA paths every value but outliers != 0. `outliers` (0, 1, 2:
+    values per group sent exactly as bf16 with their index), `overflow_groups` ("wide", the
+    default: a finite group whose fp16 scale overflows gets a flagged bf16 scale and stays finite;
+    "poison": it decodes to NaN) and `rotation` ("none" | "hadamard": randomized Hadamard transform of every full group), the
     CLI's `--outliers`, `--overflow-groups` and `--rotation`.
     """
 
@@ -42,7 +43,7 @@ class Spec:
     algorithm: str = "owner"
     exact_max_count: int = 0
     outliers: int = 0
-    overflow_groups: str = "poison"
+    overflow_groups: str = "wide"
     rotation: str = "none"
 
     def __post_init__(self):
@@ -67,8 +68,10 @@ class Spec:
 
     @property
     def is_plain(self) -> bool:
-        """Whether no transport option is set (QuantSpec::is_plain): the default spec."""
-        return self.outliers == 0 and self.overflow_groups == "poison" and self.rotation == "none"
+        """Whether every group travels as codes and parameters alone, untransformed: no outliers and
+        no rotation (QuantSpec::is_plain; wide groups, the default, change a group only where
+        poison would give NaN)."""
+        return self.outliers == 0 and self.rotation == "none"
 
     def wire_bits_per_element(self) -> float:
         """Bits on the wire per element of a full group: codes, parameters and outlier entries
@@ -91,7 +94,13 @@ class Spec:
 
     @staticmethod
     def from_key(key: str) -> "Spec":
-        return Spec(**json.loads(key))
+        """The spec a key() names. A key without the transport options was written before they
+        existed, when a group past the fp16 scale was poisoned: it loads with
+        overflow_groups="poison" and the other options' defaults."""
+        fields = json.loads(key)
+        if "overflow_groups" not in fields and "outliers" not in fields and "rotation" not in fields:
+            fields["overflow_groups"] = "poison"
+        return Spec(**fields)
 
     def cli_args(self) -> List[str]:
         """The `echotk replay` options that select this spec (dtype aside: the trace carries it)."""

@@ -160,9 +160,9 @@ def add_spec_options(parser: argparse.ArgumentParser):
     parser.add_argument("--outliers", type=int, default=d.outliers, choices=[0, 1, 2],
                         help="per group, this many largest-magnitude values travel as bf16 with their index "
                              "(4 wire bytes each)")
-    parser.add_argument("--overflow-groups", default=d.overflow_groups, choices=["poison", "wide"],
-                        help="a finite group whose scale overflows fp16: poison (NaN out) | wide (a flagged "
-                             "bf16 scale)")
+    parser.add_argument("--overflow-groups", default=d.overflow_groups, choices=["wide", "poison"],
+                        help="a finite group whose scale overflows fp16: wide (a flagged bf16 scale, "
+                             "finite out) | poison (NaN out)")
     parser.add_argument("--rotation", default=d.rotation, choices=["none", "hadamard"],
                         help="randomized Hadamard transform of every full group before quantization, "
                              "inverted after")
@@ -187,7 +187,7 @@ def describe(args, spec: Spec) -> str:
         text += f"outliers={spec.outliers} "
     if spec.rotation != "none":
         text += f"rotation={spec.rotation} "
-    if spec.overflow_groups != "poison":
+    if spec.overflow_groups != Spec.overflow_groups:
         text += f"overflow-groups={spec.overflow_groups} "
     text += spec.compensator
     if spec.compensator != "off":

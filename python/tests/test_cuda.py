@@ -158,11 +158,30 @@ def test_bad_input_raises():
 
 
 @needs_kernel
-@pytest.mark.parametrize("spec", [echotk.Spec(rotation="hadamard"), echotk.Spec(overflow_groups="wide"),
-                                  echotk.Spec(rotation="hadamard", overflow_groups="wide", group=256, residual="local")],
-                         ids=["rotation", "wide", "both-g256-local"])
-def test_wide_groups_and_rotation_match_the_reference(spec):
-    """The emulation implements wide groups and the rotation (docs/numerics.md 2.4, 2.6)."""
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_groups_past_the_fp16_scale_stay_finite(dtype):
+    """The default spec's wide groups (docs/numerics.md 2.4): sums whose group scale overflows fp16
+    come out finite, the same bits as the CPU reference."""
+    x = contributions(4, 4099, dtype, 21)
+    x[1, 200] = 3.0e6
+    x[2, 1500] = -2.0e7
+    x[0, 3000] = 1.0e30
+    spec = echotk.Spec(dtype=dtype)
+    cuda, cpu = echotk.AllReduce(4, spec, device="cuda"), echotk.AllReduce(4, spec, device="cpu")
+    for call in range(2):
+        got = cuda(x.cuda())
+        np.testing.assert_array_equal(bits(cpu(x)), bits(got), err_msg=f"call {call}")
+        assert torch.isfinite(got).all() and cuda.report.poisoned_groups == 0
+
+
+@needs_kernel
+@pytest.mark.parametrize("spec", [echotk.Spec(rotation="hadamard"), echotk.Spec(overflow_groups="poison"),
+                                  echotk.Spec(rotation="hadamard", group=256, residual="local"),
+                                  echotk.Spec(rotation="hadamard", overflow_groups="poison")],
+                         ids=["rotation", "poison", "rotation-g256-local", "rotation-poison"])
+def test_transport_options_match_the_reference(spec):
+    """The emulation implements both overflow modes (wide groups, the default, and poison) and the
+    rotation (docs/numerics.md 2.4, 2.6)."""
     compare(spec, 4, 4099, directions=("forward", "forward", "backward", "forward"))
 
 

@@ -153,10 +153,10 @@ def test_world_of_one_bad_input(world_of_one):
         echotk.distributed.AllReduce(spec=echotk.Spec(bits=3))
     # Outliers sent exactly are CPU reference only (docs/outliers.md): echo::cuda::can_implement.
     # Wide groups and the rotation run in the peer-to-peer kernels.
-    for spec in (echotk.Spec(outliers=1), echotk.Spec(outliers=2, rotation="hadamard", overflow_groups="wide")):
+    for spec in (echotk.Spec(outliers=1), echotk.Spec(outliers=2, rotation="hadamard", overflow_groups="poison")):
         with pytest.raises(ValueError, match="does not implement.*outliers"):
             echotk.distributed.AllReduce(spec=spec)
-    for spec in (echotk.Spec(rotation="hadamard"), echotk.Spec(overflow_groups="wide")):
+    for spec in (echotk.Spec(rotation="hadamard"), echotk.Spec(overflow_groups="poison")):
         echotk.distributed.AllReduce(spec=spec).close()
     with pytest.raises(ValueError, match="transport"):
         echotk.distributed.AllReduce(transport="carrier-pigeon")

@@ -23,8 +23,8 @@ std::optional<QuantizerKind> parse_quantizer(std::string_view name);
 
 // What happens to a finite group whose scale overflows fp16 (range beyond about 65504 * L).
 enum class OverflowGroups : std::uint8_t {
-  kPoison = 0,  // the group is poisoned: NaN out (docs/numerics.md 2.1; the CUDA path's behaviour)
-  kWide = 1,    // the group takes a bf16 scale flagged in its scale field (docs/numerics.md 2.4)
+  kPoison = 0,  // the group is poisoned: NaN out (docs/numerics.md 2.1)
+  kWide = 1,    // the default: a bf16 scale flagged in the group's scale field (docs/numerics.md 2.4)
 };
 const char* overflow_groups_name(OverflowGroups mode);  // "poison", "wide"
 std::optional<OverflowGroups> parse_overflow_groups(std::string_view name);
@@ -58,7 +58,7 @@ struct QuantSpec {
   QuantizerKind kind = QuantizerKind::kZeroAware;
   // Per group, this many largest-magnitude values travel as bf16 with their index (0, 1 or 2).
   int outliers = 0;
-  OverflowGroups overflow = OverflowGroups::kPoison;
+  OverflowGroups overflow = OverflowGroups::kWide;
   Rotation rotation = Rotation::kNone;
 
   // bits in [2, 8], group a power of two in [16, 1024], outliers in [0, 2].
@@ -78,10 +78,9 @@ struct QuantSpec {
   double wire_bits_per_element() const {
     return 8.0 * static_cast<double>(packed_group_bytes() + param_bytes() + outlier_bytes()) / group;
   }
-  // Whether the spec uses none of the options of issue 25 (outliers, wide groups, rotation).
-  bool is_plain() const {
-    return outliers == 0 && overflow == OverflowGroups::kPoison && rotation == Rotation::kNone;
-  }
+  // Whether every group travels as codes and parameters alone, untransformed: no outliers, no
+  // rotation. (Wide groups, the default, change a group only where poison would give NaN.)
+  bool is_plain() const { return outliers == 0 && rotation == Rotation::kNone; }
 };
 
 // fp16 bit patterns of one group's parameters. A NaN scale (kCanonicalNaNHalf) marks a poisoned

@@ -408,7 +408,7 @@ BOOST_AUTO_TEST_CASE(large_message_many_tiles_and_rounds) {
 }
 
 // Overflow-groups wide (docs/numerics.md 2.4): groups at and one dtype step past the fp16 scale
-// limit (poisoned under the default, a flagged bf16 scale here) and magnitudes up to 1e37, in the
+// limit (poisoned under poison, a flagged bf16 scale here) and magnitudes up to 1e37, in the
 // push (each rank's groups) and the gather (the owner's sums), over P = 2, 4, 8, 4 and 8 bits, the
 // compensator off, dual with the global residual and dual with the local one, forward and backward,
 // every dtype: bit for bit the reference's outputs, x' and report, every output finite unless the
@@ -448,7 +448,7 @@ BOOST_AUTO_TEST_CASE(wide_groups_past_the_fp16_scale_limit) {
 }
 
 // Overflow-groups wide changes nothing where no group passes the fp16 scale limit, and non-finite
-// values still poison their groups (counted as under the default).
+// values still poison their groups (counted as under poison).
 BOOST_AUTO_TEST_CASE(wide_groups_below_the_limit_and_with_non_finite_values) {
   if (!have_gpu()) return;
   for (DType dt : {DType::kBFloat16, DType::kFloat32}) {

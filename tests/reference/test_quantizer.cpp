@@ -67,6 +67,7 @@ BOOST_AUTO_TEST_CASE(golden_vectors_match_independent_implementation) {
     spec.bits = bits;
     spec.group = 1024;
     spec.kind = *parse_quantizer(kind);
+    spec.overflow = OverflowGroups::kPoison;  // the golden file's map: 0x7E00 past the fp16 scale
     std::vector<GroupParams> params;
     const std::vector<std::uint8_t> q = codes_of(spec, x, &params);
     BOOST_TEST_CONTEXT("case " << cases << ": " << header) {

@@ -7,9 +7,9 @@
 // every rank's compensator state, all from registers. One launch per call; backward calls run the
 // max |x'| kernel before it (the shared exponent needs every rank's whole message). The transport
 // options of docs/numerics.md 2.4 (wide groups) and 2.6 (Hadamard rotation) run in instantiations
-// of the quantized kernel of their own (OPTIONS: kOptionWide for wide groups alone, in the default
-// kernel's structure; kAllOptions for every call with the rotation), so the default spec's kernel
-// has none of their code.
+// of the quantized kernel of their own (OPTIONS: kOptionWide for wide groups alone, the default
+// spec's, in the structure of the kNoOptions kernel; kAllOptions for every call with the
+// rotation), so the kNoOptions kernel (overflow-groups poison) has none of their code.
 // Included once per dtype by emulate_allreduce_<dtype>.cu, which instantiate emulate_launch.
 #pragma once
 

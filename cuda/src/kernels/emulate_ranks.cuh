@@ -46,7 +46,8 @@ __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
 // Ranks whose lane loads (input and averages) are issued together before any of them is used: the
 // loads of a batch are in flight at once instead of one rank's after another's arithmetic, and a
 // batch's averages hold 2 E registers per rank. Against that, the registers a thread holds set how
-// many blocks a multiprocessor keeps resident. The default quantized kernel, per input dtype
+// many blocks a multiprocessor keeps resident. The quantized kernel without the options (and the
+// one with wide groups alone, the default spec's, in the same structure), per input dtype
 // (docs/performance.md, "One-GPU emulation", measured side by side on one H200):
 // - bf16 and fp16: one rank at a time, with launch bounds that ask for four blocks per
 //   multiprocessor (64 registers, no spill at P = 4): 0.604 of a copy's bandwidth on the speed

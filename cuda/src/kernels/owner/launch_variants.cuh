@@ -48,10 +48,10 @@ cudaError_t launch_instance(const CallArgs& a, bool last_round, int grid, cudaSt
 // Peers' copies per batch of the push + reduce kernel of a split variant with more than two ranks.
 constexpr int kSplitPeerBatch = 4;
 
-// The instance sets of a translation unit: kNoOptions (the default instances, and the fused
-// kAllOptions instance for every call with the rotation) or kOptionWide (the default instances
-// again, compiled with the wide groups, for calls with wide groups and no rotation:
-// owner_runs_wide_only). A unit refuses a call meant for the other set.
+// The instance sets of a translation unit: kNoOptions (the instances without the options' code,
+// for calls with overflow-groups poison, and the fused kAllOptions instance for every call with
+// the rotation) or kOptionWide (the same instances compiled with the wide groups, for calls with
+// wide groups and no rotation, the default spec's: owner_runs_wide_only). A unit refuses a call meant for the other set.
 template <DType D, int BITS, int E, bool COMP, int SET>
 cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
   static_assert(SET == kNoOptions || SET == kOptionWide, "an owner unit compiles one of two instance sets");

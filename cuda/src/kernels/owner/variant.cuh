@@ -31,8 +31,8 @@ constexpr int owner_min_blocks(int e, bool comp) { return (e == 32 && comp) ? 1 
 // STAGES: the stages of the kernel instance; PEER_BATCH: the reduce's batch of peers' copies;
 // OPTIONS: the transport options the instance compiles (kNoOptions, kOptionWide, kAllOptions).
 // kAllOptions is a fused kernel that also runs the split launches of calls with the rotation;
-// kOptionWide instances mirror the default ones. The kNoOptions instances compile none of the
-// options' code, so the default spec's kernels stay as they were.
+// kOptionWide instances (the default spec's, with its wide groups) mirror the kNoOptions ones,
+// which compile none of the options' code (calls with overflow-groups poison).
 template <DType D, int BITS, int E, bool COMP, int STAGES = kFusedStages, int PEER_BATCH = default_peer_batch(E, COMP),
           int OPTIONS = kNoOptions>
 struct OwnerVariant {

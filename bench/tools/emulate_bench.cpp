@@ -6,9 +6,10 @@
 // dual-local, dual-bf16 (global, bf16 state), dual-local-bf16. options: none (overflow-groups
 // poison, no rotation: the kernel without the options' code), wide (overflow-groups wide, the
 // default spec's; the data stays below the fp16 scale limit, so this is the cost of the variant
-// alone), rotation (Hadamard, poison), wide-rotation (docs/numerics.md 2.4, 2.6). The traffic counted is what the
-// kernel must move: every rank's input read, the output written, and every rank's averages read
-// and written; the copy moves half that many bytes (each read once and written once).
+// alone), rotation (Hadamard, poison), wide-rotation (docs/numerics.md 2.4, 2.6). The traffic
+// counted is what the kernel must move: every rank's input read, the output written, and every
+// rank's averages read and written; the copy moves half that many bytes (each read once and
+// written once).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -24,8 +24,8 @@ class Spec:
     implements all three, the CUDA paths every value but outliers != 0. `outliers` (0, 1, 2:
     values per group sent exactly as bf16 with their index), `overflow_groups` ("wide", the
     default: a finite group whose fp16 scale overflows gets a flagged bf16 scale and stays finite;
-    "poison": it decodes to NaN) and `rotation` ("none" | "hadamard": randomized Hadamard transform of every full group), the
-    CLI's `--outliers`, `--overflow-groups` and `--rotation`.
+    "poison": it decodes to NaN) and `rotation` ("none" | "hadamard": randomized Hadamard
+    transform of every full group), the CLI's `--outliers`, `--overflow-groups` and `--rotation`.
     """
 
     bits: int = 4

@@ -93,27 +93,41 @@ BOOST_AUTO_TEST_CASE(error_is_at_most_half_a_step) {
       for (int group : {16, 128, 1024}) {
         for (float scale : scales) {
           for (float offset : offsets) {
-            QuantSpec spec{bits, group, kind};
             const std::vector<float> x = activations(3 * group + 5, seed++, scale, offset * scale);
-            std::vector<GroupParams> params;
-            const std::vector<std::uint8_t> q = codes_of(spec, x, &params);
-            std::vector<float> y(x.size());
-            dequantize(spec, q.data(), params.data(), x.size(), y.data());
-            for (std::size_t i = 0; i < x.size(); ++i) {
-              // The step: the fp16 scale, or a wide group's 2s (docs/numerics.md 2.4: x / 2 is
-              // quantized with the bf16 scale s). The inputs are finite, so no group is poisoned
-              // (the default overflow mode is wide: finite in, finite out).
-              const std::uint16_t field = params[i / group].scale;
-              const double s = numerics::is_wide_scale_field(field)
-                                   ? 2.0 * numerics::wide_scale_of_field(field)
-                                   : half_bits_to_float(field);
-              BOOST_TEST_REQUIRE(std::isfinite(s), "group of element " << i);
-              const double err = std::fabs(static_cast<double>(y[i]) - x[i]);
-              BOOST_TEST_REQUIRE(err <= s * (0.5 + kQuantErrorSlackSteps),
-                                 quantizer_name(kind) << " bits " << bits << " group " << group
-                                                      << " element " << i << " error " << err
-                                                      << " scale " << s);
-              BOOST_TEST_REQUIRE(q[i] <= spec.max_code());
+            for (OverflowGroups overflow : {OverflowGroups::kWide, OverflowGroups::kPoison}) {
+              QuantSpec spec{bits, group, kind};
+              spec.overflow = overflow;
+              std::vector<GroupParams> params;
+              const std::vector<std::uint8_t> q = codes_of(spec, x, &params);
+              std::vector<float> y(x.size());
+              dequantize(spec, q.data(), params.data(), x.size(), y.data());
+              for (std::size_t i = 0; i < x.size(); ++i) {
+                // The step: the fp16 scale, or a wide group's 2s (docs/numerics.md 2.4: x / 2 is
+                // quantized with the bf16 scale s).
+                const std::uint16_t field = params[i / group].scale;
+                const double s = numerics::is_wide_scale_field(field)
+                                     ? 2.0 * numerics::wide_scale_of_field(field)
+                                     : half_bits_to_float(field);
+                if (std::isnan(s)) {
+                  // The inputs are finite: wide groups (the default) never poison. Under poison,
+                  // only when the scale truly exceeds fp16. Every scale candidate is at most
+                  // 2 max|x| / 3 (asymmetric, L >= 3) or max|x| (symmetric, 2 bits), so the
+                  // group's max|x| must exceed 65504 / 2 for a NaN scale to be legitimate.
+                  BOOST_TEST_REQUIRE((overflow == OverflowGroups::kPoison), "wide group of element " << i);
+                  const std::size_t begin = i / group * group;
+                  const std::size_t end = std::min(x.size(), begin + group);
+                  float amax = 0.0f;
+                  for (std::size_t e = begin; e < end; ++e) amax = std::max(amax, std::fabs(x[e]));
+                  BOOST_TEST_REQUIRE(amax > 65504.0f / 2.0f, "group of element " << i);
+                  continue;
+                }
+                const double err = std::fabs(static_cast<double>(y[i]) - x[i]);
+                BOOST_TEST_REQUIRE(err <= s * (0.5 + kQuantErrorSlackSteps),
+                                   quantizer_name(kind) << " bits " << bits << " group " << group
+                                                        << " element " << i << " error " << err
+                                                        << " scale " << s);
+                BOOST_TEST_REQUIRE(q[i] <= spec.max_code());
+              }
             }
           }
         }

@@ -94,12 +94,11 @@ class Spec:
 
     @staticmethod
     def from_key(key: str) -> "Spec":
-        """The spec a key() names. A key without the transport options was written before they
-        existed, when a group past the fp16 scale was poisoned: it loads with
+        """The spec a key() names. A key without overflow_groups was written before the transport
+        options existed, when a group past the fp16 scale was poisoned: it loads with
         overflow_groups="poison" and the other options' defaults."""
         fields = json.loads(key)
-        if "overflow_groups" not in fields and "outliers" not in fields and "rotation" not in fields:
-            fields["overflow_groups"] = "poison"
+        fields.setdefault("overflow_groups", "poison")
         return Spec(**fields)
 
     def cli_args(self) -> List[str]:

@@ -76,7 +76,9 @@ void run_capture(const CaptureArgs& args) {
   refuse_output_over_input(kCommand, args.run.model_path, args.out, "--out");
   check_output_target(kCommand, args.out, "--out");
   model::TensorParallelSpec spec;
-  check(kCommand, model::make_tensor_parallel_spec(args.run, args.allreduce.to_spec(), &spec));
+  AllReduceSpec allreduce;
+  check(kCommand, args.allreduce.to_spec(&allreduce));
+  check(kCommand, model::make_tensor_parallel_spec(args.run, allreduce, &spec));
   model::apply_threads(args.run.threads);
 
   model::LlamaModel llama;

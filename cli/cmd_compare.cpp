@@ -28,12 +28,7 @@ struct CompareArgs {
   std::uint64_t seed = 1;
   std::vector<float> gains = {0.5f, 0.625f, 0.75f, 0.875f, 1.0f};
   std::vector<std::string> quantizers = {"zero-aware", "naive", "symmetric"};
-  int bits = 4;
-  int group = kDefaultGroup;
-  std::string state_dtype = "fp32";
-  int outliers = 0;
-  std::string overflow_groups = "wide";
-  std::string rotation = "none";
+  SpecOptions spec;  // bits, group, state dtype and the transport options; the rest is swept
   std::string json;
   std::string emit_trace;
 };
@@ -88,12 +83,10 @@ void run_compare(const CompareArgs& args) {
   }
   Eigen::setNbThreads(1);  // small dense products: threads cost more than they gain
   AllReduceSpec base;
-  base.quant.bits = args.bits;
-  base.quant.group = args.group;
-  apply_transport_options(args.outliers, args.overflow_groups, args.rotation, &base.quant);
+  check(name, args.spec.to_spec(&base));
   base.dtype = DType::kFloat32;
   CompensatorSpec coefficients;
-  coefficients.state_dtype = *parse_dtype(args.state_dtype);
+  coefficients.state_dtype = base.compensator.state_dtype;
   const std::vector<synthetic::CompensatorSetting> grid = synthetic::compensator_grid(args.gains, coefficients);
   std::vector<synthetic::StudyRow> rows;
   std::vector<std::pair<std::string, std::vector<double>>> curves;
@@ -110,7 +103,7 @@ void run_compare(const CompareArgs& args) {
     source = "synthetic pre-norm network depth " + std::to_string(args.depth) + " width " +
              std::to_string(args.width) + " tokens " + std::to_string(args.tokens) + " P " + std::to_string(args.ranks);
     std::printf("%s, %zu inputs, %d-bit, group %d, fp32 all-reduce, %s compensator state\n", source.c_str(),
-                args.passes, args.bits, args.group, dtype_name(coefficients.state_dtype));
+                args.passes, base.quant.bits, base.quant.group, dtype_name(coefficients.state_dtype));
     if (!args.emit_trace.empty()) {
       check(name, synthetic::write_network_trace(net, DType::kFloat32, args.passes, args.emit_trace));
       std::printf("trace written: %s\n", args.emit_trace.c_str());
@@ -136,7 +129,7 @@ void run_compare(const CompareArgs& args) {
     const TraceInfo& t = trace.info();
     source = args.trace;
     std::printf("trace %s: %zu passes x %zu sites, P = %d, n = %zu, %s; %d-bit, group %d, %s compensator state\n",
-                args.trace.c_str(), t.passes, t.sites, t.ranks, t.count, dtype_name(t.dtype), args.bits, args.group,
+                args.trace.c_str(), t.passes, t.sites, t.ranks, t.count, dtype_name(t.dtype), base.quant.bits, base.quant.group,
                 dtype_name(coefficients.state_dtype));
     for (const std::string& qz : args.quantizers) {
       base.quant.kind = *parse_quantizer(qz);
@@ -167,10 +160,7 @@ void register_compare(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember({"zero-aware", "naive", "symmetric"}))
       ->capture_default_str();
-  cmd->add_option("--bits", args->bits, "bit width")->check(CLI::Range(kMinBits, kMaxBits))->capture_default_str();
-  cmd->add_option("--group", args->group, "group size")->check(CLI::Range(kMinGroup, kMaxGroup))->capture_default_str();
-  add_state_dtype_option(cmd, &args->state_dtype);
-  add_transport_options(cmd, {&args->outliers, &args->overflow_groups, &args->rotation});
+  add_spec_options(cmd, &args->spec, {"bits", "group", "state_dtype", "outliers", "overflow_groups", "rotation"});
   cmd->add_option("--json", args->json, "also write the rows (and E_k vs depth) as JSON");
   cmd->add_option("--emit-trace", args->emit_trace, "synthetic: also write the exact run as an echo trace");
   cmd->callback([args] { run_compare(*args); });

@@ -37,7 +37,9 @@ void run_ppl(const PplArgs& args) {
   refuse_output_over_input(kCommand, args.run.model_path, args.csv, "--csv");
   check_output_target(kCommand, args.csv, "--csv");
   model::TensorParallelSpec spec;
-  check(kCommand, model::make_tensor_parallel_spec(args.run, args.allreduce.to_spec(), &spec));
+  AllReduceSpec allreduce;
+  check(kCommand, args.allreduce.to_spec(&allreduce));
+  check(kCommand, model::make_tensor_parallel_spec(args.run, allreduce, &spec));
   const int threads = model::apply_threads(args.run.threads);
 
   model::LlamaModel llama;

@@ -21,10 +21,10 @@ struct QuantizeArgs {
 
 Status read_input(const std::string& path, std::vector<float>* x) {
   H5::H5File file;
-  if (Status s = h5::open_read(path, &file); !s.ok()) return s;
+  ECHO_TRY(h5::open_read(path, &file));
   H5::DataSet dataset;
   std::vector<hsize_t> dims;
-  if (Status s = h5::dataset_shape(file, path, "/x", &dataset, &dims); !s.ok()) return s;
+  ECHO_TRY(h5::dataset_shape(file, path, "/x", &dataset, &dims));
   if (dims.size() != 1 || dims[0] == 0) {
     return Status(StatusCode::kFormatError, path + ": dataset '/x' must be a non-empty 1-D array");
   }

@@ -66,9 +66,11 @@ void run_replay(const ReplayArgs& args) {
   TraceReader trace;
   open_trace(name, args.trace, &trace);
   ReplayOptions options;
-  options.spec = args.spec.to_spec();
+  bool dtype_from_file = false;
+  check(name, args.spec.to_spec(&options.spec, &dtype_from_file));
   options.save_outputs = args.save_outputs;
   options.allow_nonfinite = args.allow_nonfinite;
+  if (dtype_from_file) options.dtype_override = options.spec.dtype;
   if (!args.dtype.empty()) options.dtype_override = parse_dtype(args.dtype);
   AllReduceSpec spec = options.spec;
   spec.dtype = options.dtype_override.value_or(trace.info().dtype);
@@ -131,6 +133,7 @@ void register_replay(CLI::App& app) {
                 "replay NaN/Inf contributions (their groups come out NaN) instead of refusing");
   cmd->add_flag("--quiet", args->quiet, "no progress output");
   add_spec_options(cmd, &args->spec);
+  add_spec_file_option(cmd, &args->spec);
   cmd->callback([args] { run_replay(*args); });
 }
 

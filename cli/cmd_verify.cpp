@@ -126,7 +126,9 @@ void run_verify(const VerifyArgs& args) {
   TraceReader trace;
   open_trace(name, args.trace, &trace);
   VerifyOptions options;
-  options.spec = args.spec.to_spec();
+  bool dtype_from_file = false;
+  check(name, args.spec.to_spec(&options.spec, &dtype_from_file));
+  if (dtype_from_file) options.dtype_override = options.spec.dtype;
   if (!args.dtype.empty()) options.dtype_override = parse_dtype(args.dtype);
   options.max_listed = args.max_listed;
   options.diagnose = !args.no_diagnose;
@@ -162,6 +164,7 @@ void register_verify(CLI::App& app) {
   cmd->add_flag("--no-diagnose", args->no_diagnose,
                 "skip the recomputations with known mistakes that name a difference's cause");
   add_spec_options(cmd, &args->spec);
+  add_spec_file_option(cmd, &args->spec);
   cmd->callback([args] { run_verify(*args); });
 }
 

@@ -27,7 +27,7 @@ Status make_cuda_backend(const AllReduceSpec& spec, int ranks,
     return Status(StatusCode::kUnsupported, "--backend cuda: no CUDA device is visible");
   }
   std::unique_ptr<cuda::HostGroup> group;
-  if (Status s = cuda::HostGroup::create(ranks, spec, &group); !s.ok()) return s;
+  ECHO_TRY(cuda::HostGroup::create(ranks, spec, &group));
   *backend = std::make_unique<CudaBackend>(std::move(group));
   return Status::Ok();
 }

@@ -1,96 +1,119 @@
 #include "spec_options.h"
 
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "echo/spec_fields.h"
+
 namespace echo::cli {
+namespace {
 
-AllReduceSpec SpecOptions::to_spec() const {
-  AllReduceSpec spec;
-  spec.quant.bits = bits;
-  spec.quant.group = group;
-  spec.quant.kind = *parse_quantizer(quantizer);
-  spec.algorithm = algorithm == "ring" ? Algorithm::kRing : Algorithm::kOwner;
-  spec.exact_max_count = exact_max_count;
-  spec.compensator.mode = *parse_compensator_mode(compensator);
-  spec.compensator.residual = *parse_residual_mode(residual);
-  spec.compensator.eta = eta;
-  spec.compensator.a = a;
-  spec.compensator.beta1 = beta1;
-  spec.compensator.beta2 = beta2;
-  spec.compensator.beta = beta;
-  spec.compensator.state_dtype = *parse_dtype(state_dtype);
-  apply_transport_options(outliers, overflow_groups, rotation, &spec.quant);
-  return spec;
+const char* type_name(const SpecField& field) {
+  switch (field.type) {
+    case SpecFieldType::kInteger: return "INT";
+    case SpecFieldType::kReal: return "FLOAT";
+    case SpecFieldType::kChoice: return "TEXT";
+  }
+  return "TEXT";
 }
 
-void apply_transport_options(int outliers, const std::string& overflow_groups, const std::string& rotation,
-                             QuantSpec* quant) {
-  quant->outliers = outliers;
-  quant->overflow = *parse_overflow_groups(overflow_groups);
-  quant->rotation = *parse_rotation(rotation);
+// The allowed values as --help shows them: "in [2, 8]", "{wide,poison}".
+std::string help_allowed(const SpecField& field) {
+  if (field.type != SpecFieldType::kChoice) return field.allowed();
+  std::string names;
+  for (const std::string& c : field.choices) names += (names.empty() ? "" : ",") + c;
+  for (const auto& alias : field.aliases) names += "," + alias.first;
+  return "{" + names + "}";
 }
 
-void add_transport_options(CLI::App* command, const TransportOptions& o) {
-  command->add_option("--outliers", *o.outliers,
-                      "per group, this many largest-magnitude values travel as bf16 with their index "
-                      "(0, 1 or 2; 4 wire bytes each; the CPU reference only)")
-      ->check(CLI::Range(0, kMaxOutliers))
-      ->capture_default_str();
-  command->add_option("--overflow-groups", *o.overflow_groups,
-                      "a finite group whose scale overflows fp16: wide (a flagged bf16 scale, finite "
-                      "out) | poison (NaN out)")
-      ->check(CLI::IsMember({"poison", "wide"}))
-      ->capture_default_str();
-  command->add_option("--rotation", *o.rotation,
-                      "none | hadamard (randomized Hadamard transform of every full group before "
-                      "quantization, inverted after)")
-      ->check(CLI::IsMember({"none", "hadamard"}))
-      ->capture_default_str();
+// One JSON value of a spec file as the field's value.
+Status json_value(const SpecField& field, const nlohmann::json& v, SpecValue* out) {
+  const bool fits = field.type == SpecFieldType::kChoice    ? v.is_string()
+                    : field.type == SpecFieldType::kInteger ? v.is_number_integer()
+                                                            : v.is_number();
+  if (!fits) {
+    const char* wanted = field.type == SpecFieldType::kChoice    ? "a string"
+                         : field.type == SpecFieldType::kInteger ? "an integer"
+                                                                 : "a number";
+    return Status(StatusCode::kInvalidArgument, field.name + " must be " + wanted + ", got " + v.dump());
+  }
+  if (field.type == SpecFieldType::kChoice) {
+    *out = v.get<std::string>();
+  } else if (field.type == SpecFieldType::kInteger) {
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+      return Status(StatusCode::kInvalidArgument, field.name + " is out of range, got " + v.dump());
+    }
+    *out = v.get<std::int64_t>();
+  } else {
+    *out = static_cast<float>(v.get<double>());  // as the Python binding rounds a float
+  }
+  return Status::Ok();
 }
 
-void add_spec_options(CLI::App* command, SpecOptions* o) {
-  command->add_option("--bits", o->bits, "bit width of the codes (2..8; CUDA: 4 or 8)")
-      ->check(CLI::Range(kMinBits, kMaxBits))
-      ->capture_default_str();
-  command->add_option("--group", o->group, "group size, a power of two in [16, 1024]")
-      ->check(CLI::Range(kMinGroup, kMaxGroup))
-      ->capture_default_str();
-  command->add_option("--quantizer", o->quantizer, "zero-aware | naive | symmetric")
-      ->check(CLI::IsMember({"zero-aware", "naive", "symmetric"}))
-      ->capture_default_str();
-  command->add_option("--compensator", o->compensator, "dual | single | off")
-      ->check(CLI::IsMember({"dual", "single", "off"}))
-      ->capture_default_str();
-  command->add_option("--residual", o->residual,
-                      "global (u = x' - y/P, the paper's) | local (each rank's own rounding errors)")
-      ->check(CLI::IsMember({"global", "local"}))
-      ->capture_default_str();
-  command->add_option("--algorithm", o->algorithm,
-                      "owner (push, owner fp32 sum, gather) | ring (requantize at every hop)")
-      ->check(CLI::IsMember({"owner", "ring"}))
-      ->capture_default_str();
-  command->add_option("--eta", o->eta, "compensator gain in [0, 1]")
-      ->check(CLI::Range(0.0f, 1.0f))
-      ->capture_default_str();
-  command->add_option("--a", o->a, "blend weight of the slow average in [0, 1]")
-      ->check(CLI::Range(0.0f, 1.0f))
-      ->capture_default_str();
-  command->add_option("--beta1", o->beta1, "decay of the slow average in [0, 1)")->capture_default_str();
-  command->add_option("--beta2", o->beta2, "decay of the fast average in [0, 1)")->capture_default_str();
-  command->add_option("--beta", o->beta, "decay of the single average (--compensator single)")
-      ->capture_default_str();
-  add_state_dtype_option(command, &o->state_dtype);
-  command->add_option("--exact-max-count", o->exact_max_count,
-                      "messages of at most this many elements take the exact path: one fp32 sum of "
-                      "every rank's x' (rounded to bf16 first in forward bf16 calls), rounded once")
-      ->capture_default_str();
-  add_transport_options(command, {&o->outliers, &o->overflow_groups, &o->rotation});
+}  // namespace
+
+Status read_spec_file(const std::string& path, AllReduceSpec* spec, bool* has_dtype) {
+  std::ifstream file(path);
+  if (!file) return Status(StatusCode::kIoError, path + ": cannot open the spec file");
+  std::stringstream text;
+  text << file.rdbuf();
+  const nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Status(StatusCode::kFormatError, path + ": not JSON");
+  if (!doc.is_object()) return Status(StatusCode::kFormatError, path + ": a spec file holds one JSON object");
+  for (const auto& [key, value] : doc.items()) {
+    const SpecField* field = find_spec_field(key);
+    if (field == nullptr) {
+      return Status(StatusCode::kInvalidArgument, path + ": unknown key '" + key + "' (not a spec field)");
+    }
+    SpecValue v;
+    Status s = json_value(*field, value, &v);
+    if (s.ok()) s = set_spec_field(spec, key, v);
+    if (!s.ok()) return Status(s.code(), path + ": key '" + key + "': " + s.message());
+    if (key == "dtype" && has_dtype != nullptr) *has_dtype = true;
+  }
+  return Status::Ok();
 }
 
-void add_state_dtype_option(CLI::App* command, std::string* state_dtype) {
-  command->add_option("--state-dtype", *state_dtype,
-                      "type the compensator's averages are stored in: fp32 | bf16 (rounded after every "
-                      "update)")
-      ->check(CLI::IsMember({"fp32", "bf16", "float32", "bfloat16"}))
-      ->capture_default_str();
+Status SpecOptions::to_spec(AllReduceSpec* spec, bool* dtype_from_file) const {
+  *spec = defaults;
+  bool file_dtype = false;
+  if (!spec_file.empty()) {
+    ECHO_TRY(read_spec_file(spec_file, spec, &file_dtype));
+  }
+  if (dtype_from_file != nullptr) *dtype_from_file = file_dtype;
+  for (const auto& [name, option] : options) {
+    if (option->count() == 0) continue;
+    // Checked by the option's validator already; a failure here would be a table error.
+    ECHO_TRY(set_spec_field_text(spec, name, text.at(name)));
+  }
+  return Status::Ok();
+}
+
+void add_spec_options(CLI::App* command, SpecOptions* o, const std::vector<std::string>& only) {
+  for (const SpecField& field : spec_fields()) {
+    if (!field.has_flag) continue;
+    if (!only.empty() && std::find(only.begin(), only.end(), field.name) == only.end()) continue;
+    const std::string name = field.name;
+    auto check = [name](std::string& value) {
+      AllReduceSpec scratch;
+      const Status s = set_spec_field_text(&scratch, name, value);
+      return s.ok() ? std::string() : s.message();
+    };
+    o->options[name] = command->add_option(field.flag(), o->text[name], field.help)
+                           ->type_name(type_name(field))
+                           ->check(CLI::Validator(check, help_allowed(field)))
+                           ->default_str(spec_value_text(get_spec_field(o->defaults, name)));
+  }
+}
+
+void add_spec_file_option(CLI::App* command, SpecOptions* o) {
+  command->add_option("--spec-file", o->spec_file,
+                      "a JSON object of spec fields (echotk.Spec.to_json(); keys as echotk.Spec's fields, "
+                      "\"dtype\" as --dtype), read before the options, which override it")
+      ->check(CLI::ExistingFile);
 }
 
 }  // namespace echo::cli

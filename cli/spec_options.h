@@ -1,52 +1,41 @@
-// Command-line options that describe an all-reduce (shared by replay, ppl, capture and bench).
+// Command-line options that describe an all-reduce (replay, verify, ppl, capture, compare),
+// generated from the spec table (echo/spec_fields.h): one option per field, its name, help, type,
+// allowed values and default the table's.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "echo/allreduce.h"
+#include "echo/status.h"
 
 namespace echo::cli {
 
 struct SpecOptions {
-  int bits = 4;
-  int group = kDefaultGroup;
-  std::string quantizer = "zero-aware";
-  std::string compensator = "dual";
-  std::string residual = "global";
-  std::string algorithm = "owner";
-  float eta = 0.75f;
-  float a = 0.35f;
-  float beta1 = 0.7f;
-  float beta2 = 0.3f;
-  float beta = 0.4f;
-  std::size_t exact_max_count = 0;
-  std::string state_dtype = "fp32";
-  int outliers = 0;
-  std::string overflow_groups = "wide";
-  std::string rotation = "none";
+  // What the spec starts from before the file and the options (the table's defaults unless a
+  // command says otherwise).
+  AllReduceSpec defaults;
+  std::string spec_file;  // --spec-file, where the command offers it
+  // The text of each option, by field name, and the option (whether it was given).
+  std::map<std::string, std::string> text;
+  std::map<std::string, const CLI::Option*> options;
 
-  // Builds the spec; the caller validates it (AllReduceSpec::validate).
-  AllReduceSpec to_spec() const;
+  // The spec: `defaults`, then the spec file's fields, then the options given on the command line.
+  // kInvalidArgument (or the file's error) naming the file and key; the caller validates the whole
+  // spec (AllReduceSpec::validate). `dtype_from_file` (may be null) says whether the file set dtype.
+  Status to_spec(AllReduceSpec* spec, bool* dtype_from_file = nullptr) const;
 };
 
-// Adds --bits, --group, --quantizer, --compensator, --residual, --algorithm, --eta, --a, --beta1,
-// --beta2, --beta, --state-dtype, --exact-max-count and the transport options to the subcommand.
-void add_spec_options(CLI::App* command, SpecOptions* options);
+// Adds the option of every field that has one (`only`: just these fields) to the command.
+void add_spec_options(CLI::App* command, SpecOptions* options, const std::vector<std::string>& only = {});
+// Adds --spec-file: a JSON object of spec fields (echotk.Spec.to_json()), read before the options.
+void add_spec_file_option(CLI::App* command, SpecOptions* options);
 
-// The transport options of issue 25 (docs/numerics.md 2.4-2.6), by themselves: --outliers,
-// --overflow-groups, --rotation.
-struct TransportOptions {
-  int* outliers;
-  std::string* overflow_groups;
-  std::string* rotation;
-};
-void add_transport_options(CLI::App* command, const TransportOptions& options);
-// Sets the quantizer spec's transport fields from the option values (already checked by CLI11).
-void apply_transport_options(int outliers, const std::string& overflow_groups, const std::string& rotation,
-                             QuantSpec* quant);
-// Adds --state-dtype alone (echotk compare, whose other options sweep a grid).
-void add_state_dtype_option(CLI::App* command, std::string* state_dtype);
+// Reads a spec file into `spec`: every key must be a field name, every value of the field's type
+// and allowed. Errors name the file and the key.
+Status read_spec_file(const std::string& path, AllReduceSpec* spec, bool* has_dtype);
 
 }  // namespace echo::cli

@@ -5,6 +5,8 @@ if(ECHO_PYTHON_ONLY)
   return()  # the reference library needs only Eigen and OpenMP
 endif()
 find_package(HDF5 REQUIRED COMPONENTS C CXX)
+# JSON for spec files (echotk replay --spec-file), header-only.
+find_package(nlohmann_json 3 REQUIRED)
 
 # HDF5's find module gives variables; one interface target keeps the users simple.
 add_library(echo_hdf5 INTERFACE)

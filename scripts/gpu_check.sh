@@ -14,8 +14,9 @@
 #              with the reason), logs in $OUT/conformance
 #   sanitize   compute-sanitizer memcheck and racecheck on a reduced device-API test
 #   bench      echotk bench, 64 KiB .. 1 GiB bf16, all rows, appended to $OUT/bench-<date>.md and
-#              $OUT/bench-<date>.csv (a full run, bench bench-graph bench-bg, replaces docs/bench.md
-#              and data/bench/bench.csv)
+#              $OUT/bench-<date>.csv (a full run, bench bench-graph bench-bg, replaces
+#              data/bench/bench.csv; its notes go to data/bench/ through
+#              scripts/bench_markdown_to_csv.py --notes, then tools/results.py writes docs/bench.md)
 #   bench-bg   the same under background peer-to-peer traffic (duty from BENCH_DUTY, default 0.5)
 #   bench-graph  64 KiB .. 16 MiB with every call replayed from CUDA graphs of 20 calls (no host
 #              launch cost, as serving engines run their decode steps; the matmul rows left out)

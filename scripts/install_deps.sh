@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake make g++ pkg-config libeigen3-dev libboost-test-dev libhdf5-dev libcli11-dev
-          libicu-dev zlib1g-dev python3 python3-pip python3-venv ${ECHO_EXTRA_PACKAGES:-})
+          nlohmann-json3-dev libicu-dev zlib1g-dev python3 python3-pip python3-venv ${ECHO_EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,6 +4,8 @@ encodings, from cuobjdump -sass) of one object or cubin against the union of oth
 translation unit against the units it was split into. Exit status 0 when both hold the same kernels
 with identical code, 1 otherwise. cuobjdump (and the nvdisasm it runs) come from the CUDA toolkit
 or the nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm wheels; CUOBJDUMP names another binary.
+A kernel in an anonymous namespace is named by its file's path as well (a hash and the file name),
+which a moved file changes: such names are compared without that part.
   scripts/sass_compare.py OLD.o NEW1.o [NEW2.o ...]"""
 import os
 import re
@@ -12,6 +14,8 @@ import sys
 
 INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/")  # an instruction's address comment
 ENCODING = re.compile(r"/\* 0x[0-9a-f]{16} \*/")  # an encoding word (the second one has its own line)
+# The anonymous namespace of a translation unit, as nvcc mangles it: _GLOBAL__N__<hash>_<n>_<file>_cu_<8 hex>.
+ANONYMOUS = re.compile(r"\d+_GLOBAL__N__[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]{8}")
 
 
 def kernels(path):
@@ -22,7 +26,7 @@ def kernels(path):
     for line in out.splitlines():
         m = re.match(r"\s*Function : (\S+)", line)
         if m:
-            name = m.group(1)
+            name = ANONYMOUS.sub("(anonymous namespace)", m.group(1))
             funcs[name] = []
         elif name and (INSTRUCTION.search(line) or ENCODING.search(line)):
             funcs[name].append(line.strip())

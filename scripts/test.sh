@@ -8,13 +8,14 @@ cd "$(dirname "$0")/.."
 scripts/build.sh
 scripts/setup_model.sh >/dev/null
 
-# Notebooks run in their own virtual environment (packages from PyPI).
+# Notebooks and tools/results.py (the docs' tables and figures from data/, CTest tools/results_*)
+# run in their own virtual environment (packages from PyPI).
 venv=build/notebook-venv
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  nbconvert nbclient ipykernel matplotlib h5py numpy
+  nbconvert nbclient ipykernel matplotlib h5py numpy scipy pytest
 export ECHO_NOTEBOOK_PYTHON="$PWD/$venv/bin/python"
 
 # The Python package (pip install ., docs/python.md) and its tests' packages (torch, transformers,

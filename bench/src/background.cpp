@@ -11,12 +11,12 @@ Status Background::start(const std::vector<int>& devs, double duty) {
     Lane& l = lanes_[g];
     l.src = devs[g];
     l.dst = devs[(g + 1) % devs.size()];
-    ECHO_BENCH_TRY(l.b.allocate(l.dst, kBytes, "background"));
-    ECHO_BENCH_TRY(l.a.allocate(l.src, kBytes, "background"));
-    ECHO_BENCH_TRY(l.s.create(l.src, "background"));
+    ECHO_TRY(l.b.allocate(l.dst, kBytes, "background"));
+    ECHO_TRY(l.a.allocate(l.src, kBytes, "background"));
+    ECHO_TRY(l.s.create(l.src, "background"));
     Event e0, e1;
-    ECHO_BENCH_TRY(e0.create("background"));
-    ECHO_BENCH_TRY(e1.create("background"));
+    ECHO_TRY(e0.create("background"));
+    ECHO_TRY(e1.create("background"));
     ECHO_BENCH_CUDA(cudaEventRecord(e0.get(), l.s.get()), "background: cudaEventRecord");
     ECHO_BENCH_CUDA(cudaMemcpyPeerAsync(l.b.get(), l.dst, l.a.get(), l.src, kBytes, l.s.get()),
                     "background: cudaMemcpyPeerAsync");

@@ -50,16 +50,16 @@ Status open_context(const Options& opt, int P, Context* c) {
   for (int r = 0; r < P; ++r) {
     RankResources& k = c->ranks[r];
     k.device = c->devs[r];
-    ECHO_BENCH_TRY(k.stream.create(k.device, "stream"));
-    ECHO_BENCH_TRY(k.in.allocate(k.device, max_count * 2, "input"));
-    ECHO_BENCH_TRY(k.out.allocate(k.device, max_count * 2, "output"));
-    ECHO_BENCH_TRY(Matmul::create(matmul_rows, opt.mm_n, opt.mm_k, &k.matmul));
+    ECHO_TRY(k.stream.create(k.device, "stream"));
+    ECHO_TRY(k.in.allocate(k.device, max_count * 2, "input"));
+    ECHO_TRY(k.out.allocate(k.device, max_count * 2, "output"));
+    ECHO_TRY(Matmul::create(matmul_rows, opt.mm_n, opt.mm_k, &k.matmul));
   }
   const int d0 = c->devs[0];
-  ECHO_BENCH_TRY(c->ref.allocate(d0, max_count * sizeof(double), "reference sum"));
-  ECHO_BENCH_TRY(c->scratch.allocate(d0, max_count * 2, "scratch"));
-  ECHO_BENCH_TRY(c->sums.allocate(d0, 2 * sizeof(double), "error sums"));
-  ECHO_BENCH_TRY(c->mismatches.allocate(d0, sizeof(unsigned long long), "mismatch counter"));
+  ECHO_TRY(c->ref.allocate(d0, max_count * sizeof(double), "reference sum"));
+  ECHO_TRY(c->scratch.allocate(d0, max_count * 2, "scratch"));
+  ECHO_TRY(c->sums.allocate(d0, 2 * sizeof(double), "error sums"));
+  ECHO_TRY(c->mismatches.allocate(d0, sizeof(unsigned long long), "mismatch counter"));
 
   std::vector<ncclComm_t> nccl(P, nullptr);
   const ncclResult_t nr = ncclCommInitAll(nccl.data(), P, c->devs.data());
@@ -80,18 +80,18 @@ Status open_context(const Options& opt, int P, Context* c) {
     for (int r = 0; r < P; ++r) {
       (t == cuda::Transport::kNccl ? c->ranks[r].ncclt : c->ranks[r].p2p).reset(comms[r]);
     }
-    ECHO_BENCH_TRY(s);
+    ECHO_TRY(s);
   }
   for (int r = 0; r < P; ++r) {
     cuda::CompensatorBuffers* state = nullptr;
     const Status s = cuda::create_compensator(c->ranks[r].p2p.get(), max_count, &state);
     c->ranks[r].state.reset(state);
-    ECHO_BENCH_TRY(s);
+    ECHO_TRY(s);
   }
   // Load the idle kernel now: a first launch inside the timed loops could synchronize a device.
   for (int r = 0; r < P; ++r) {
     ECHO_BENCH_CUDA(cudaSetDevice(c->devs[r]), "cudaSetDevice");
-    ECHO_BENCH_TRY(spin(1.0, nullptr));
+    ECHO_TRY(spin(1.0, nullptr));
     ECHO_BENCH_CUDA(cudaDeviceSynchronize(), "spin");
   }
   return Status::Ok();

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "echo/status.h"
-#include "try.h"
+#include "echo/status.h"
 
 namespace echo::bench {
 
@@ -20,4 +20,4 @@ inline Status cuda_status(cudaError_t e, const std::string& what) {
 }  // namespace echo::bench
 
 // Returns a kDeviceError Status naming `what` unless the CUDA call `expr` succeeded.
-#define ECHO_BENCH_CUDA(expr, what) ECHO_BENCH_TRY(::echo::bench::cuda_status((expr), (what)))
+#define ECHO_BENCH_CUDA(expr, what) ECHO_TRY(::echo::bench::cuda_status((expr), (what)))

@@ -22,10 +22,10 @@ Status copies_timed(const Context& c, const std::vector<DeviceBuffer>& src, cons
   std::vector<std::vector<Stream>> s(c.P);
   for (int r = 0; r < c.P; ++r) {
     s[r].resize(c.P);
-    for (auto& x : s[r]) ECHO_BENCH_TRY(x.create(c.devs[r], "link test"));
+    for (auto& x : s[r]) ECHO_TRY(x.create(c.devs[r], "link test"));
   }
   for (int rep = 0; rep < 3; ++rep) {
-    ECHO_BENCH_TRY(synchronize_all(c, "link test"));
+    ECHO_TRY(synchronize_all(c, "link test"));
     const auto t0 = Clock::now();
     for (int r = 0; r < (all ? c.P : 1); ++r) {
       ECHO_BENCH_CUDA(cudaSetDevice(c.devs[r]), "link test: cudaSetDevice");
@@ -36,7 +36,7 @@ Status copies_timed(const Context& c, const std::vector<DeviceBuffer>& src, cons
                         "link test: cudaMemcpyPeerAsync");
       }
     }
-    ECHO_BENCH_TRY(synchronize_all(c, "link test: peer copies"));
+    ECHO_TRY(synchronize_all(c, "link test: peer copies"));
     *seconds = seconds_since(t0);
   }
   return Status::Ok();
@@ -46,7 +46,7 @@ Status copies_timed(const Context& c, const std::vector<DeviceBuffer>& src, cons
 Status sm_timed(const Context& c, const std::vector<DeviceBuffer>& src, const std::vector<DeviceBuffer>& dst,
                 bool store, double* seconds) {
   for (int rep = 0; rep < 3; ++rep) {
-    ECHO_BENCH_TRY(synchronize_all(c, "link test"));
+    ECHO_TRY(synchronize_all(c, "link test"));
     const auto t0 = Clock::now();
     for (int r = 0; r < c.P; ++r) {
       ECHO_BENCH_CUDA(cudaSetDevice(c.devs[r]), "link test: cudaSetDevice");
@@ -55,10 +55,10 @@ Status sm_timed(const Context& c, const std::vector<DeviceBuffer>& src, const st
         if (q != r) peers.push_back(dst[q * c.P + r].get());  // lives on q
       }
       const int n = static_cast<int>(peers.size());
-      ECHO_BENCH_TRY(store ? peer_store(peers.data(), n, kLinkBytes, nullptr)
+      ECHO_TRY(store ? peer_store(peers.data(), n, kLinkBytes, nullptr)
                            : peer_load(peers.data(), n, kLinkBytes, src[r].get(), nullptr));
     }
-    ECHO_BENCH_TRY(synchronize_all(c, store ? "link test: peer stores" : "link test: peer loads"));
+    ECHO_TRY(synchronize_all(c, store ? "link test: peer stores" : "link test: peer loads"));
     *seconds = seconds_since(t0);
   }
   return Status::Ok();
@@ -70,16 +70,16 @@ Status measure_links(const Context& c, std::ostream& out) {
   if (c.P < 2) return Status::Ok();
   std::vector<DeviceBuffer> src(c.P), dst(c.P * c.P);
   for (int r = 0; r < c.P; ++r) {
-    ECHO_BENCH_TRY(src[r].allocate(c.devs[r], kLinkBytes, "link test"));
+    ECHO_TRY(src[r].allocate(c.devs[r], kLinkBytes, "link test"));
     for (int q = 0; q < c.P; ++q) {
-      if (q != r) ECHO_BENCH_TRY(dst[r * c.P + q].allocate(c.devs[r], kLinkBytes, "link test"));  // on r, written by q
+      if (q != r) ECHO_TRY(dst[r * c.P + q].allocate(c.devs[r], kLinkBytes, "link test"));  // on r, written by q
     }
   }
   double one = 0, all = 0, st = 0, ld = 0;
-  ECHO_BENCH_TRY(copies_timed(c, src, dst, false, &one));
-  ECHO_BENCH_TRY(copies_timed(c, src, dst, true, &all));
-  ECHO_BENCH_TRY(sm_timed(c, src, dst, true, &st));
-  ECHO_BENCH_TRY(sm_timed(c, src, dst, false, &ld));
+  ECHO_TRY(copies_timed(c, src, dst, false, &one));
+  ECHO_TRY(copies_timed(c, src, dst, true, &all));
+  ECHO_TRY(sm_timed(c, src, dst, true, &st));
+  ECHO_TRY(sm_timed(c, src, dst, false, &ld));
   const double peers_bytes = static_cast<double>(kLinkBytes) * (c.P - 1);
   out << "# SM-driven, every GPU with all " << (c.P - 1) << " peers at once: stores " << fmt(peers_bytes / st / 1e9, 1)
       << " GB/s egress per GPU, loads " << fmt(peers_bytes / ld / 1e9, 1) << " GB/s ingress per GPU\n";

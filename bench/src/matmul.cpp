@@ -38,13 +38,13 @@ Status Matmul::create(int m, int n, int k, std::unique_ptr<Matmul>* out) {
   mm->k_ = k;
   int device = 0;
   ECHO_BENCH_CUDA(cudaGetDevice(&device), "matmul: cudaGetDevice");
-  ECHO_BENCH_TRY(cublas_status(cublasCreate(&mm->h_->cublas), "cublasCreate"));
+  ECHO_TRY(cublas_status(cublasCreate(&mm->h_->cublas), "cublasCreate"));
   const auto elements = [](int rows, int cols) { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols); };
-  ECHO_BENCH_TRY(mm->h_->a.allocate(device, elements(m, k) * 2, "matmul: A"));
-  ECHO_BENCH_TRY(mm->h_->b.allocate(device, elements(k, n) * 2, "matmul: B"));
-  ECHO_BENCH_TRY(mm->h_->c.allocate(device, elements(m, n) * 2, "matmul: C"));
-  ECHO_BENCH_TRY(fill_random(mm->h_->a.get(), elements(m, k), DType::kBFloat16, 1, nullptr));
-  ECHO_BENCH_TRY(fill_random(mm->h_->b.get(), elements(k, n), DType::kBFloat16, 2, nullptr));
+  ECHO_TRY(mm->h_->a.allocate(device, elements(m, k) * 2, "matmul: A"));
+  ECHO_TRY(mm->h_->b.allocate(device, elements(k, n) * 2, "matmul: B"));
+  ECHO_TRY(mm->h_->c.allocate(device, elements(m, n) * 2, "matmul: C"));
+  ECHO_TRY(fill_random(mm->h_->a.get(), elements(m, k), DType::kBFloat16, 1, nullptr));
+  ECHO_TRY(fill_random(mm->h_->b.get(), elements(k, n), DType::kBFloat16, 2, nullptr));
   *out = std::move(mm);
   return Status::Ok();
 }
@@ -58,7 +58,7 @@ Status Matmul::run(cudaStream_t stream, int rows) {
   }
   const int m = rows == 0 ? m_ : rows;
   const float one = 1.0f, zero = 0.0f;
-  ECHO_BENCH_TRY(cublas_status(cublasSetStream(h_->cublas, stream), "cublasSetStream"));
+  ECHO_TRY(cublas_status(cublasSetStream(h_->cublas, stream), "cublasSetStream"));
   return cublas_status(cublasGemmEx(h_->cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, n_, k_, &one, h_->a.get(), CUDA_R_16BF, m,
                                     h_->b.get(), CUDA_R_16BF, k_, &zero, h_->c.get(), CUDA_R_16BF, m,
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),

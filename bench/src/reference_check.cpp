@@ -31,11 +31,7 @@ Status reference_result(const AllReduceSpec& spec, const std::vector<std::vector
   const bool compensated = spec.compensator.mode != CompensatorMode::kOff;
   for (int k = 0; k < calls; ++k) {
     AllReduceReport report;
-    if (Status s = allreduce(spec, ranks, count, in_ptrs.data(), out_ptrs.data(), compensated ? states.data() : nullptr,
-                             nullptr, &report);
-        !s.ok()) {
-      return s;
-    }
+    ECHO_TRY(allreduce(spec, ranks, count, in_ptrs.data(), out_ptrs.data(), compensated ? states.data() : nullptr, nullptr, &report));
   }
   expected->resize(count);
   // The outputs are bf16 values held in float: the conversion is exact.

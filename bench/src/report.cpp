@@ -6,7 +6,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "try.h"
+#include "echo/status.h"
 #include "echo/text_output.h"
 
 namespace echo::bench {
@@ -71,7 +71,7 @@ Status read_file(const std::string& path, std::string* text) {
 
 Status check_csv_columns(const std::string& path) {
   std::string text;
-  ECHO_BENCH_TRY(read_file(path, &text));
+  ECHO_TRY(read_file(path, &text));
   if (text.empty()) return Status::Ok();
   const std::string header = kCsvHeader;
   if (text.compare(0, header.size(), header) != 0) {
@@ -84,7 +84,7 @@ Status check_csv_columns(const std::string& path) {
 
 Status append_text(const std::string& path, const std::string& text, const std::string& header) {
   std::string before;
-  ECHO_BENCH_TRY(read_file(path, &before));
+  ECHO_TRY(read_file(path, &before));
   return write_text_file_atomically(path, (before.empty() ? header : before) + text);
 }
 

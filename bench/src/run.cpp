@@ -58,7 +58,7 @@ class RowWatch {
     if (settling_) {
       bool settled = false;
       double waited = 0;
-      ECHO_BENCH_TRY(power_.settle(opt_.settle_below, opt_.settle_max_s, &settled, &waited));
+      ECHO_TRY(power_.settle(opt_.settle_below, opt_.settle_max_s, &settled, &waited));
       settle_total_s_ += waited;
       if (!settled) notes_.push_back(cell + ": started after " + fmt(waited, 1) + " s with the GPUs not settled");
     }
@@ -113,15 +113,15 @@ Status check_options(const Options& opt) {
   }
   if (opt.max_bytes < opt.min_bytes) return Status(StatusCode::kInvalidArgument, "--max-bytes is below --min-bytes");
   std::vector<RowSpec> rows;
-  ECHO_BENCH_TRY(select_rows(opt, &rows));
-  if (!opt.csv.empty()) ECHO_BENCH_TRY(check_csv_columns(opt.csv));
+  ECHO_TRY(select_rows(opt, &rows));
+  if (!opt.csv.empty()) ECHO_TRY(check_csv_columns(opt.csv));
   return Status::Ok();
 }
 
 Status run(const Options& opt, std::ostream& out) {
-  ECHO_BENCH_TRY(check_options(opt));
+  ECHO_TRY(check_options(opt));
   std::vector<RowSpec> rows;
-  ECHO_BENCH_TRY(select_rows(opt, &rows));
+  ECHO_TRY(select_rows(opt, &rows));
   int gpus = 0;
   ECHO_BENCH_CUDA(cudaGetDeviceCount(&gpus), "cudaGetDeviceCount");
   if (gpus == 0) return Status(StatusCode::kUnsupported, "no CUDA device");
@@ -134,7 +134,7 @@ Status run(const Options& opt, std::ostream& out) {
   int driver = 0;
   ECHO_BENCH_CUDA(cudaDriverGetVersion(&driver), "cudaDriverGetVersion");
   Context c;
-  ECHO_BENCH_TRY(open_context(opt, P, &c));
+  ECHO_TRY(open_context(opt, P, &c));
   std::string head = run_header(c, prop, driver);
 
   PowerMonitor power(c.devs);
@@ -147,12 +147,12 @@ Status run(const Options& opt, std::ostream& out) {
     head += "# rows start without waiting for the GPUs' power to settle: " + power.why() + "\n";
   }
   out << head;
-  ECHO_BENCH_TRY(measure_links(c, out));
+  ECHO_TRY(measure_links(c, out));
   Background bg;
-  ECHO_BENCH_TRY(bg.start(c.devs, opt.duty));
+  ECHO_TRY(bg.start(c.devs, opt.duty));
   const int top_rows = opt.mm_m > 0 ? opt.mm_m : kMatmulMaxRows;
   double matmul_ms = 0;
-  ECHO_BENCH_TRY(time_matmul(c, 3, std::max(10, opt.iters / 2), top_rows, &matmul_ms));
+  ECHO_TRY(time_matmul(c, 3, std::max(10, opt.iters / 2), top_rows, &matmul_ms));
   out << "# matmul "
       << (opt.mm_m > 0 ? std::to_string(opt.mm_m)
                        : "(count / " + std::to_string(opt.mm_k) + ", 1.." + std::to_string(kMatmulMaxRows) + ")")
@@ -164,13 +164,13 @@ Status run(const Options& opt, std::ostream& out) {
   out << kTableHeader << std::endl;
   for (std::size_t bytes = opt.min_bytes; bytes <= opt.max_bytes; bytes *= opt.factor) {
     const std::size_t count = bytes / 2;
-    ECHO_BENCH_TRY(prepare_inputs(c, count));
+    ECHO_TRY(prepare_inputs(c, count));
     double nccl_ms = 0;
     for (const RowSpec& row : rows) {
       const std::string cell = row.name + " at " + std::to_string(bytes) + " B";
-      ECHO_BENCH_TRY(watch.before(cell));
+      ECHO_TRY(watch.before(cell));
       Measured m;
-      ECHO_BENCH_TRY(run_row(c, row, count, &m));
+      ECHO_TRY(run_row(c, row, count, &m));
       watch.after(cell);
       if (row.call == RowCall::kNcclAllReduce) nccl_ms = m.ms;
       RowResult result{row.name, bytes, m.ms, nccl_ms, !opt.skip_verify, m.v};
@@ -180,8 +180,8 @@ Status run(const Options& opt, std::ostream& out) {
       csv << csv_line(result, c.P, mode);
     }
   }
-  ECHO_BENCH_TRY(bg.stop());
-  ECHO_BENCH_TRY(synchronize_all(c, "end of the run"));
+  ECHO_TRY(bg.stop());
+  ECHO_TRY(synchronize_all(c, "end of the run"));
   // On the terminal as comment lines; in the markdown file as a list under the table (a line
   // starting with '#' would be a heading there).
   const std::vector<std::string> notes = watch.notes();
@@ -191,8 +191,8 @@ Status run(const Options& opt, std::ostream& out) {
     list += "- " + n + "\n";
   }
   out.flush();
-  if (!opt.markdown.empty()) ECHO_BENCH_TRY(append_text(opt.markdown, "\n" + head + "\n" + table.str() + list));
-  if (!opt.csv.empty()) ECHO_BENCH_TRY(append_text(opt.csv, csv.str(), kCsvHeader));
+  if (!opt.markdown.empty()) ECHO_TRY(append_text(opt.markdown, "\n" + head + "\n" + table.str() + list));
+  if (!opt.csv.empty()) ECHO_TRY(append_text(opt.csv, csv.str(), kCsvHeader));
   return Status::Ok();
 }
 

@@ -18,7 +18,7 @@ int matmul_rows(const Options& opt, std::size_t count) {
 
 Status time_matmul(const Context& c, int warmup, int iters, int rows, double* ms) {
   std::vector<double> t;
-  ECHO_BENCH_TRY(time_loop(
+  ECHO_TRY(time_loop(
       c, warmup, iters, [&](int r) { return c.ranks[r].matmul->run(c.stream(r), rows); }, &t));
   *ms = median(t);
   return Status::Ok();
@@ -39,7 +39,7 @@ Status run_row(Context& c, const RowSpec& row, std::size_t count, Measured* m) {
     if (row.compensated()) {
       for (int r = 0; r < c.P; ++r) {
         ECHO_BENCH_CUDA(cudaSetDevice(c.devs[r]), "cudaSetDevice");
-        ECHO_BENCH_TRY(cuda::reset_compensator(c.ranks[r].state.get(), c.stream(r)));
+        ECHO_TRY(cuda::reset_compensator(c.ranks[r].state.get(), c.stream(r)));
       }
     }
     echo_call = [&](int r) {
@@ -47,7 +47,7 @@ Status run_row(Context& c, const RowSpec& row, std::size_t count, Measured* m) {
                              row.compensated() ? c.ranks[r].state.get() : nullptr, c.stream(r));
     };
     op = [&](int r) -> Status {
-      ECHO_BENCH_TRY(echo_call(r));
+      ECHO_TRY(echo_call(r));
       if (row.with_matmul) return c.ranks[r].matmul->run(c.stream(r), mm_rows);
       return Status::Ok();
     };
@@ -55,21 +55,21 @@ Status run_row(Context& c, const RowSpec& row, std::size_t count, Measured* m) {
     close = [&](int r) { return cuda::join(c.comm(r, row.transport), c.stream(r)); };
   }
   std::vector<double> t;
-  ECHO_BENCH_TRY(time_loop(c, c.opt.warmup, c.opt.iters, op, &t, c.opt.graph, close));
+  ECHO_TRY(time_loop(c, c.opt.warmup, c.opt.iters, op, &t, c.opt.graph, close));
   m->ms = median(t);
   if (row.with_matmul) {
     // The matmul alone, measured right after the row with the same iterations: its time drifts
     // over a run (clocks under sustained load), so a single early measurement would bias the
     // difference by a few hundred microseconds.
     double matmul_ms = 0;
-    ECHO_BENCH_TRY(time_matmul(c, c.opt.warmup, c.opt.iters, mm_rows, &matmul_ms));
+    ECHO_TRY(time_matmul(c, c.opt.warmup, c.opt.iters, mm_rows, &matmul_ms));
     m->ms -= matmul_ms;
   }
   if (row.call == RowCall::kEcho) {
-    for (int r = 0; r < c.P; ++r) ECHO_BENCH_TRY(cuda::synchronize(c.comm(r, row.transport), nullptr));
+    for (int r = 0; r < c.P; ++r) ECHO_TRY(cuda::synchronize(c.comm(r, row.transport), nullptr));
   }
   if (c.opt.skip_verify) return Status::Ok();
-  ECHO_BENCH_TRY(compare_outputs(c, count, &m->v));
+  ECHO_TRY(compare_outputs(c, count, &m->v));
   return check_against_reference(c, row, count, echo_call, &m->v);
 }
 

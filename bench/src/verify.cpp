@@ -22,7 +22,7 @@ std::string call_key(const AllReduceSpec& spec) {
 Status prepare_inputs(Context& c, std::size_t count) {
   for (int r = 0; r < c.P; ++r) {
     ECHO_BENCH_CUDA(cudaSetDevice(c.devs[r]), "cudaSetDevice");
-    ECHO_BENCH_TRY(fill_random(c.ranks[r].in.get(), count, DType::kBFloat16, 1234 + r, nullptr));
+    ECHO_TRY(fill_random(c.ranks[r].in.get(), count, DType::kBFloat16, 1234 + r, nullptr));
     ECHO_BENCH_CUDA(cudaDeviceSynchronize(), "fill");
   }
   c.host_inputs.clear();
@@ -35,7 +35,7 @@ Status prepare_inputs(Context& c, std::size_t count) {
       ECHO_BENCH_CUDA(cudaMemcpyPeer(c.scratch.get(), c.devs[0], src, c.devs[r], count * 2), "copy");
       src = c.scratch.get();
     }
-    ECHO_BENCH_TRY(accumulate_fp64(c.ref.as<double>(), src, count, DType::kBFloat16, r == 0, nullptr));
+    ECHO_TRY(accumulate_fp64(c.ref.as<double>(), src, count, DType::kBFloat16, r == 0, nullptr));
   }
   ECHO_BENCH_CUDA(cudaDeviceSynchronize(), "reference");
   if (count > kReferenceMaxCount) return Status::Ok();
@@ -50,13 +50,13 @@ Status prepare_inputs(Context& c, std::size_t count) {
 Status compare_outputs(const Context& c, std::size_t count, Verification* v) {
   ECHO_BENCH_CUDA(cudaSetDevice(c.devs[0]), "cudaSetDevice");
   ECHO_BENCH_CUDA(cudaMemset(c.sums.get(), 0, 2 * sizeof(double)), "memset");
-  ECHO_BENCH_TRY(error_norms(c.ref.as<double>(), c.ranks[0].out.get(), count, DType::kBFloat16, c.sums.as<double>(),
+  ECHO_TRY(error_norms(c.ref.as<double>(), c.ranks[0].out.get(), count, DType::kBFloat16, c.sums.as<double>(),
                              nullptr));
   v->differ = 0;
   for (int r = 1; r < c.P; ++r) {
     ECHO_BENCH_CUDA(cudaMemset(c.mismatches.get(), 0, sizeof(unsigned long long)), "memset");
     ECHO_BENCH_CUDA(cudaMemcpyPeer(c.scratch.get(), c.devs[0], c.ranks[r].out.get(), c.devs[r], count * 2), "copy");
-    ECHO_BENCH_TRY(count_mismatches(c.ranks[0].out.get(), c.scratch.get(), count * 2,
+    ECHO_TRY(count_mismatches(c.ranks[0].out.get(), c.scratch.get(), count * 2,
                                     c.mismatches.as<unsigned long long>(), nullptr));
     unsigned long long mismatches = 0;
     ECHO_BENCH_CUDA(cudaMemcpy(&mismatches, c.mismatches.get(), sizeof(mismatches), cudaMemcpyDeviceToHost), "copy");
@@ -73,11 +73,11 @@ Status check_against_reference(Context& c, const RowSpec& row, std::size_t count
   v->wrong.reset();
   if (row.call != RowCall::kEcho || count > kReferenceMaxCount || c.host_inputs.empty()) return Status::Ok();
   const cuda::Transport t = row.transport;
-  ECHO_BENCH_TRY(on_every_rank(c.P, [&](int r) -> Status {
+  ECHO_TRY(on_every_rank(c.P, [&](int r) -> Status {
     ECHO_BENCH_CUDA(cudaSetDevice(c.devs[r]), "cudaSetDevice");
-    if (row.compensated()) ECHO_BENCH_TRY(cuda::reset_compensator(c.ranks[r].state.get(), c.stream(r)));
-    for (int k = 0; k < kCheckCalls; ++k) ECHO_BENCH_TRY(call(r));
-    ECHO_BENCH_TRY(cuda::join(c.comm(r, t), c.stream(r)));
+    if (row.compensated()) ECHO_TRY(cuda::reset_compensator(c.ranks[r].state.get(), c.stream(r)));
+    for (int k = 0; k < kCheckCalls; ++k) ECHO_TRY(call(r));
+    ECHO_TRY(cuda::join(c.comm(r, t), c.stream(r)));
     ECHO_BENCH_CUDA(cudaStreamSynchronize(c.stream(r)), "reference check calls");
     return cuda::synchronize(c.comm(r, t), nullptr);
   }));
@@ -90,7 +90,7 @@ Status check_against_reference(Context& c, const RowSpec& row, std::size_t count
   const AllReduceSpec spec = echo_spec(row, c.opt, c.P);
   const std::string key = call_key(spec);
   if (c.expected.count(key) == 0) {
-    ECHO_BENCH_TRY(reference_result(spec, c.host_inputs, kCheckCalls, &c.expected[key]));
+    ECHO_TRY(reference_result(spec, c.host_inputs, kCheckCalls, &c.expected[key]));
   }
   v->wrong = count_wrong(c.expected[key], outputs);
   return Status::Ok();

@@ -94,9 +94,9 @@ int main(int argc, char** argv) {
         cudaMalloc(&records[r], kRecords * kJobTraceWords * 8) != cudaSuccess) {
       return Status(StatusCode::kDeviceError, "allocation on rank " + std::to_string(r));
     }
-    ECHO_RETURN_IF_ERROR(bench::fill_random(in[r], n, DType::kBFloat16, 11 + r, nullptr));
+    ECHO_TRY(bench::fill_random(in[r], n, DType::kBFloat16, 11 + r, nullptr));
     if (spec.compensator.mode != CompensatorMode::kOff) {
-      ECHO_RETURN_IF_ERROR(create_compensator(comms[r], n, &states[r]));
+      ECHO_TRY(create_compensator(comms[r], n, &states[r]));
     }
     return Status::Ok();
   });
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
 
   // Three calls to warm up (and to make the state not fresh), then the traced one.
   auto call = [&](int r) -> Status {
-    ECHO_RETURN_IF_ERROR(allreduce(comms[r], in[r], out[r], n, spec, states[r], nullptr));
+    ECHO_TRY(allreduce(comms[r], in[r], out[r], n, spec, states[r], nullptr));
     return synchronize(comms[r], nullptr);
   };
   for (int k = 0; k < 3; ++k) {
@@ -119,9 +119,9 @@ int main(int argc, char** argv) {
     ECHO_CUDA_CHECK(cudaEventCreate(&e0));
     ECHO_CUDA_CHECK(cudaEventCreate(&e1));
     ECHO_CUDA_CHECK(cudaEventRecord(e0, nullptr));
-    ECHO_RETURN_IF_ERROR(allreduce(comms[r], in[r], out[r], n, spec, states[r], nullptr));
+    ECHO_TRY(allreduce(comms[r], in[r], out[r], n, spec, states[r], nullptr));
     ECHO_CUDA_CHECK(cudaEventRecord(e1, nullptr));
-    ECHO_RETURN_IF_ERROR(synchronize(comms[r], nullptr));
+    ECHO_TRY(synchronize(comms[r], nullptr));
     ECHO_CUDA_CHECK(cudaEventSynchronize(e1));
     ECHO_CUDA_CHECK(cudaEventElapsedTime(&call_ms[r], e0, e1));
     ECHO_CUDA_CHECK(cudaEventDestroy(e0));

@@ -21,6 +21,7 @@
 #include "compensator_name.h"
 #include "echo/bench/device_ops.h"
 #include "launch.h"
+#include "plan.h"
 
 using namespace echo;
 using namespace echo::cuda;
@@ -103,55 +104,28 @@ int main(int argc, char** argv) {
   CompensatorBuffers* st = nullptr;
   if (comp) ok(create_compensator(c1, n, &st), "create_compensator");
 
-  const Segmentation seg(n, 128, P);
-  CallArgs a{};
-  a.rank = 0;
-  a.ranks = P;
-  a.dtype = DType::kBFloat16;
-  a.bits = bits;
-  a.group = 128;
-  a.kind = QuantizerKind::kZeroAware;
-  a.wide_groups = transport == "wide" || transport == "wide-hadamard";
-  a.rotation = transport == "hadamard" || transport == "wide-hadamard";
-  a.count = n;
-  a.in = in;
-  a.out = out;
-  a.groups_per_segment = seg.groups_per_segment;
-  a.num_groups = seg.num_groups;
-  a.layout = c.layout;
-  for (int r = 0; r < P; ++r) a.peer_base[r] = c.peer_base[r];
-  a.control = reinterpret_cast<Control*>(static_cast<char*>(ws) + c.layout.control_offset);
-  a.wait = {0, 1000000000ull, c.error, &a.control->abort};
-  a.nccl = true;
-  set_compensator_args(cs, &a.comp);
-  if (comp) {
-    ok(cudaMemset(st->fresh, 0, sizeof(int)), "cudaMemset (fresh mark)");
-    a.comp.m1 = st->m1; a.comp.m2 = st->m2; a.comp.fresh = st->fresh; a.comp.stash = st->stash;
-  }
-  // The communicator's tiling rule (plan_schedule), for this one-GPU setup.
-  ScheduleInputs si{};
-  si.slot_bytes = c.layout.slot_bytes;
-  si.groups_per_segment = seg.groups_per_segment;
-  si.group_bytes = static_cast<std::size_t>(128) * bits / 8;
-  si.param_bytes = 4;  // zero-aware: fp16 scale and zero-point
-  si.group = 128;
-  si.lane_elements = lane_elements(bits, 128, cw);
-  si.blocks_per_sm = owner_allreduce_blocks_per_sm(DType::kBFloat16, bits, 128, cw);
-  si.sm_count = c.sm_count;
-  si.ranks = P;
-  si.ranks_on_device = 1;
-  si.max_ranks_on_device = 1;
-  si.tiles_per_wave = opt.tiles_per_wave;
-  const Schedule sched = plan_schedule(si);
-  const std::size_t gps = seg.groups_per_segment;
-  const std::size_t round_groups = std::min(sched.round_groups, gps);
+  // The call as the communicator would make it (plan and kernel arguments: make_plan, call_args),
+  // over the NCCL transport's one-stage launches, with this one-GPU setup's workspace.
+  AllReduceSpec spec;
+  spec.dtype = DType::kBFloat16;
+  spec.quant.bits = bits;
+  spec.quant.overflow = transport == "wide" || transport == "wide-hadamard" ? OverflowGroups::kWide
+                                                                             : OverflowGroups::kPoison;
+  spec.quant.rotation = transport == "hadamard" || transport == "wide-hadamard" ? Rotation::kHadamard
+                                                                                 : Rotation::kNone;
+  spec.compensator = cs;
+  c.workspace = static_cast<char*>(ws);
+  c.options.transport = Transport::kNccl;
+  c.options.timeout_seconds = 1.0;
+  if (comp) ok(cudaMemset(st->fresh, 0, sizeof(int)), "cudaMemset (fresh mark)");
+  const Plan plan = make_plan(c, n, spec);
+  const Schedule& sched = plan.schedule;
+  CallArgs a = call_args(c, plan, n, spec, in, out, st, nullptr);
   a.round_groups = sched.round_groups;
-  a.tile_groups = sched.tile_groups;
   a.num_tiles = sched.num_tiles;
-  a.lag = sched.lag;
-  a.tail_lag = sched.tail_lag;
-  a.codes_bytes = sched.codes_bytes;
-  const int per_sm = si.blocks_per_sm;
+  const std::size_t gps = plan.groups_per_segment;
+  const std::size_t round_groups = std::min(sched.round_groups, gps);
+  const int per_sm = owner_allreduce_blocks_per_sm(spec.dtype, bits, spec.quant.group, cw);
   const int grid = sched.grid;
   const int rounds = sched.rounds;
   std::printf("n=%zu P=%d bits=%d comp=%s transport=%s: grid %d blocks (%d/SM resident), tile %d groups, %d tiles, rounds needed %d%s\n",

@@ -4,6 +4,7 @@
 // generator and plain fp32 arithmetic (no libm), and the HDF5 files carry no timestamps, so the
 // pack regenerates to the same bits.
 #include <H5Cpp.h>
+#include <algorithm>
 
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "echo/backend.h"
 #include "echo/hdf5_util.h"
 #include "echo/outputs_file.h"
+#include "echo/spec_fields.h"
 #include "echo/text_output.h"
 #include "echo/trace.h"
 #include "echo/verify.h"
@@ -253,29 +255,32 @@ bool write_trace(const std::string& path, const Case& c, const std::vector<float
   return s.ok();
 }
 
-// Every spec option, explicit: (flag name, value).
-std::vector<std::pair<std::string, std::string>> all_options(const echo::cli::SpecOptions& o) {
-  return {{"bits", std::to_string(o.bits)},
-          {"group", std::to_string(o.group)},
-          {"quantizer", o.quantizer},
-          {"compensator", o.compensator},
-          {"residual", o.residual},
-          {"algorithm", o.algorithm},
-          {"eta", echo::float_text(o.eta)},
-          {"a", echo::float_text(o.a)},
-          {"beta1", echo::float_text(o.beta1)},
-          {"beta2", echo::float_text(o.beta2)},
-          {"beta", echo::float_text(o.beta)},
-          {"state-dtype", o.state_dtype},
-          {"exact-max-count", std::to_string(o.exact_max_count)},
-          {"outliers", std::to_string(o.outliers)},
-          {"overflow-groups", o.overflow_groups},
-          {"rotation", o.rotation}};
+// Every spec option, explicit: (option name, value), in the order the pack's files record them. A
+// field added since follows in the table's order where a case sets it away from its default (the
+// pack's files, made without it, stay as they are).
+std::vector<std::pair<std::string, std::string>> all_options(const echo::AllReduceSpec& spec) {
+  static const std::vector<std::string> kRecordedOrder = {
+      "bits", "group", "quantizer", "compensator", "residual", "algorithm", "eta", "a", "beta1", "beta2", "beta",
+      "state_dtype", "exact_max_count", "outliers", "overflow_groups", "rotation"};
+  std::vector<std::string> names = kRecordedOrder;
+  for (const echo::SpecField& field : echo::spec_fields()) {
+    const bool recorded = std::find(names.begin(), names.end(), field.name) != names.end();
+    const bool set = echo::spec_value_text(echo::get_spec_field(spec, field.name)) !=
+                     echo::spec_value_text(field.default_value);
+    if (field.has_flag && !recorded && set) names.push_back(field.name);
+  }
+  std::vector<std::pair<std::string, std::string>> options;
+  for (const std::string& name : names) {
+    options.emplace_back(echo::find_spec_field(name)->flag().substr(2),
+                         echo::spec_value_text(echo::get_spec_field(spec, name)));
+  }
+  return options;
 }
 
-bool is_number(const std::string& name) {
-  return name != "quantizer" && name != "compensator" && name != "residual" && name != "algorithm" &&
-         name != "state-dtype" && name != "overflow-groups" && name != "rotation";
+bool is_number(const std::string& option) {
+  std::string name = option;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return echo::find_spec_field(name)->type != echo::SpecFieldType::kChoice;
 }
 
 }  // namespace
@@ -294,7 +299,7 @@ int main(int argc, char** argv) {
     echo::cli::SpecOptions options;
     // The pack's cases were made when a group past the fp16 scale was poisoned, and their files
     // record that mode: they keep it unless their flags say otherwise.
-    options.overflow_groups = "poison";
+    options.defaults.quant.overflow = echo::OverflowGroups::kPoison;
     CLI::App parser;
     echo::cli::add_spec_options(&parser, &options);
     try {
@@ -303,7 +308,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: bad flags '%s': %s\n", c.name, c.flags, e.what());
       return 1;
     }
-    echo::AllReduceSpec spec = options.to_spec();
+    echo::AllReduceSpec spec;
+    if (echo::Status s = options.to_spec(&spec); !s.ok()) {
+      std::fprintf(stderr, "%s: %s\n", c.name, s.message().c_str());
+      return 1;
+    }
     spec.dtype = c.dtype;
     spec.direction = c.direction;
     if (echo::Status s = spec.validate(c.ranks); !s.ok()) {
@@ -333,7 +342,7 @@ int main(int argc, char** argv) {
     if (s.ok()) s = echo::compute_outputs(trace, *reference, &outputs);
     std::string flags;
     std::string spec_json;
-    for (const auto& [name, value] : all_options(options)) {
+    for (const auto& [name, value] : all_options(spec)) {
       flags += (flags.empty() ? "--" : " --") + name + " " + value;
       spec_json += (spec_json.empty() ? "" : ", ") + echo::json_string(name) + ": " +
                    (is_number(name) ? value : echo::json_string(value));

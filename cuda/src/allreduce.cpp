@@ -18,7 +18,7 @@ namespace {
 
 Status validate_call(const Communicator* comm, std::size_t count, const AllReduceSpec& spec,
                      const CompensatorBuffers* state) {
-  ECHO_RETURN_IF_ERROR(can_implement(spec, comm->ranks));
+  ECHO_TRY(can_implement(spec, comm->ranks));
   if (count == 0) return Status(StatusCode::kInvalidArgument, "element count must be >= 1");
   if (spec.compensator.mode != CompensatorMode::kOff) {
     if (state == nullptr) {
@@ -131,7 +131,7 @@ Status launch(Communicator* comm, const Plan& plan, CallArgs a, CompensatorBuffe
       a.round = 2 * r;
       a.stages = kStagePush;
       ECHO_CUDA_CHECK(exact_allreduce(a, false, grid, stream));
-      ECHO_RETURN_IF_ERROR(
+      ECHO_TRY(
           nccl_exact_exchange(comm, a.exact_count, exact_terms_16bit(a.dtype, a.backward, compensate), stream));
       a.round = 2 * r + 1;
       a.stages = kStageReduce;
@@ -141,7 +141,7 @@ Status launch(Communicator* comm, const Plan& plan, CallArgs a, CompensatorBuffe
   }
   const Schedule& sched = plan.schedule;
   if (a.nccl) {
-    ECHO_RETURN_IF_ERROR(nccl_allreduce(comm, a, sched, stream));
+    ECHO_TRY(nccl_allreduce(comm, a, sched, stream));
   } else {
     // One launch per round, or two where the call shape runs its tail in a kernel of its own
     // (push + reduce, then the tail, which waits for the gather flags of the launch before).
@@ -182,16 +182,16 @@ Status allreduce(Communicator* comm, const void* in, void* out, std::size_t coun
   if (comm == nullptr || in == nullptr || out == nullptr) {
     return Status(StatusCode::kInvalidArgument, "allreduce needs a communicator, input and output");
   }
-  ECHO_RETURN_IF_ERROR(validate_call(comm, count, spec, state));
+  ECHO_TRY(validate_call(comm, count, spec, state));
   if (compensated != nullptr && (reinterpret_cast<std::uintptr_t>(compensated) & 15u) != 0) {
     // x' is stored in 16-byte words; a misaligned store would fault the context.
     return Status(StatusCode::kInvalidArgument, "the compensated output must be 16-byte aligned");
   }
   // A timed-out peer wait leaves the flags of the group inconsistent: refuse further calls.
-  ECHO_RETURN_IF_ERROR(check_error_record(comm));
+  ECHO_TRY(check_error_record(comm));
   ECHO_CUDA_CHECK(cudaSetDevice(comm->device));
   const Plan& plan = plan_for(comm, count, spec);
-  ECHO_RETURN_IF_ERROR(launch(comm, plan, call_args(*comm, plan, count, spec, in, out, state, compensated), state, stream));
+  ECHO_TRY(launch(comm, plan, call_args(*comm, plan, count, spec, in, out, state, compensated), state, stream));
   if (spec.compensator.mode != CompensatorMode::kOff) {
     state->count = count;
     state->state_dtype = spec.compensator.state_dtype;
@@ -214,7 +214,7 @@ Status synchronize(Communicator* comm, AllReduceReport* report) {
   ECHO_CUDA_CHECK(cudaSetDevice(comm->device));
   ECHO_CUDA_CHECK(cudaDeviceSynchronize());
   comm->update_pending = false;
-  ECHO_RETURN_IF_ERROR(check_error_record(comm));
+  ECHO_TRY(check_error_record(comm));
   if (report != nullptr) {
     Control c{};
     ECHO_CUDA_CHECK(cudaMemcpy(&c, comm->control(), sizeof(Control), cudaMemcpyDeviceToHost));

@@ -37,7 +37,7 @@ Status connect(Communicator* c, ncclComm_t nccl, const CommOptions& options, int
   c->device = device;
   c->options = options;
   c->nccl = nccl;
-  ECHO_RETURN_IF_ERROR(init_local(c));
+  ECHO_TRY(init_local(c));
 
   // Exchange: every rank's IPC handle and device id.
   struct Entry {
@@ -91,7 +91,7 @@ Status create_from_nccl(ncclComm_t nccl, const CommOptions& options, Communicato
   if (nccl == nullptr || comm == nullptr) {
     return Status(StatusCode::kInvalidArgument, "create_from_nccl needs an NCCL communicator");
   }
-  ECHO_RETURN_IF_ERROR(validate_options(options));
+  ECHO_TRY(validate_options(options));
   auto c = std::make_unique<Communicator>();
   int ranks = 0, rank = 0, device = 0;
   ECHO_NCCL_CHECK(ncclCommCount(nccl, &ranks));

@@ -6,7 +6,7 @@
 namespace echo::cuda {
 
 Status can_implement(const AllReduceSpec& spec, int ranks) {
-  if (Status s = spec.validate(ranks); !s.ok()) return s;
+  ECHO_TRY(spec.validate(ranks));
   if (spec.quant.bits != 4 && spec.quant.bits != 8) {
     return Status(StatusCode::kUnsupported,
                   "the CUDA path implements bits 4 and 8, got " + std::to_string(spec.quant.bits));

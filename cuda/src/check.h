@@ -40,9 +40,3 @@ inline Status nccl_status(ncclResult_t res, const char* expr, const char* file, 
       return ::echo::cuda::detail::nccl_status(echo_res_, #expr, __FILE__, __LINE__);  \
     }                                                                                  \
   } while (0)
-
-#define ECHO_RETURN_IF_ERROR(expr)      \
-  do {                                  \
-    ::echo::Status echo_s_ = (expr);    \
-    if (!echo_s_.ok()) return echo_s_;  \
-  } while (0)

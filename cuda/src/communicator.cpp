@@ -43,7 +43,7 @@ Status validate_options(const CommOptions& o) {
 }
 
 Status can_implement(const AllReduceSpec& spec, int ranks, const CommOptions& options) {
-  ECHO_RETURN_IF_ERROR(can_implement(spec, ranks));
+  ECHO_TRY(can_implement(spec, ranks));
   return validate_options(options);
 }
 
@@ -125,7 +125,7 @@ Status build_group(int ranks, const int* devices, const CommOptions& options, in
     c->options = options;
     c->ranks_on_device = static_cast<int>(std::count(devices, devices + ranks, devices[r]));
     c->max_ranks_on_device = most_shared;
-    ECHO_RETURN_IF_ERROR(init_local(c));
+    ECHO_TRY(init_local(c));
   }
   // Peer access between distinct devices; ranks on one device use the plain pointers. The NCCL
   // transport shares no memory between ranks (every byte goes through NCCL).
@@ -177,7 +177,7 @@ Status create_group(int ranks, const int* devices, const CommOptions& options, C
   if (devices == nullptr || comms == nullptr) {
     return Status(StatusCode::kInvalidArgument, "devices and comms must not be null");
   }
-  ECHO_RETURN_IF_ERROR(validate_options(options));
+  ECHO_TRY(validate_options(options));
   // The group's most shared GPU: its ranks' streams must each get a hardware queue.
   int most_shared = 0;
   int busiest = devices[0];

@@ -131,16 +131,16 @@ Status emulate_reset_state(void* state, std::size_t state_bytes, cudaStream_t st
 
 Status emulate_can_implement(const EmulateArguments& args) {
   std::vector<Buffer> buffers;
-  ECHO_RETURN_IF_ERROR(check_arguments(args, &buffers));
+  ECHO_TRY(check_arguments(args, &buffers));
   int device = 0;
   ECHO_CUDA_CHECK(cudaGetDevice(&device));
-  for (const Buffer& b : buffers) ECHO_RETURN_IF_ERROR(check_device_memory(b, device));
+  for (const Buffer& b : buffers) ECHO_TRY(check_device_memory(b, device));
   return Status::Ok();
 }
 
 Status emulate_allreduce(const EmulateArguments& args, cudaStream_t stream) {
   std::vector<Buffer> buffers;
-  ECHO_RETURN_IF_ERROR(check_arguments(args, &buffers));
+  ECHO_TRY(check_arguments(args, &buffers));
   const AllReduceSpec& spec = args.spec;
   const Segmentation seg(args.count, spec.quant.group, args.ranks);
   EmulateParams p{};

@@ -59,12 +59,12 @@ struct EmulateParams {
   EmulateDeviceReport* report;
 };
 
-// Launchers of the emulation kernels (kernels/emulate_allreduce.cu), dtype and P dispatched there.
+// Launchers of the emulation kernels (kernels/emulate/allreduce.cu), dtype and P dispatched there.
 // Backward calls: max |x'| over every rank into report->max_abs_bits (zeroed before).
 cudaError_t emulate_backward_max(DType dtype, const EmulateParams& p, cudaStream_t stream);
 // The quantized owner all-reduce, or (exact) the exact small-message path.
 cudaError_t emulate_main(DType dtype, bool exact, const EmulateParams& p, cudaStream_t stream);
-// emulate_main for one dtype (kernels/emulate_allreduce_<dtype>.cu).
+// emulate_main for one dtype (kernels/emulate/allreduce_<dtype>.cu).
 template <DType D>
 cudaError_t emulate_launch(bool exact, const EmulateParams& p, cudaStream_t stream);
 extern template cudaError_t emulate_launch<DType::kFloat32>(bool, const EmulateParams&, cudaStream_t);

@@ -70,7 +70,7 @@ class HostGroupImpl final : public HostGroup {
     for (int r = 0; r < ranks_; ++r) devices_[r] = r % n;
     comms_.assign(ranks_, nullptr);
     bufs_.resize(ranks_);
-    ECHO_RETURN_IF_ERROR(create_group(ranks_, devices_.data(), options_, comms_.data()));
+    ECHO_TRY(create_group(ranks_, devices_.data(), options_, comms_.data()));
     for (int r = 0; r < ranks_; ++r) {
       ECHO_CUDA_CHECK(cudaSetDevice(devices_[r]));
       ECHO_CUDA_CHECK(cudaStreamCreateWithFlags(&bufs_[r].stream, cudaStreamNonBlocking));
@@ -104,7 +104,7 @@ class HostGroupImpl final : public HostGroup {
                         std::to_string(state_count_) + " elements but the message has " +
                         std::to_string(count) + " (reset the state between passes of different size)");
     }
-    if (b.state != nullptr) ECHO_RETURN_IF_ERROR(destroy_compensator(b.state));
+    if (b.state != nullptr) ECHO_TRY(destroy_compensator(b.state));
     b.state = nullptr;
     return create_compensator(comms_[r], count, &b.state);
   }
@@ -122,12 +122,12 @@ class HostGroupImpl final : public HostGroup {
                         " elements but the message has " + std::to_string(count) +
                         " (reset the state between passes of different size)");
     }
-    ECHO_RETURN_IF_ERROR(ensure_capacity(count));
+    ECHO_TRY(ensure_capacity(count));
     const std::size_t esize = dtype_size(spec_.dtype);
     for (int r = 0; r < ranks_; ++r) {
       RankBuffers& b = bufs_[r];
       ECHO_CUDA_CHECK(cudaSetDevice(devices_[r]));
-      if (compensate) ECHO_RETURN_IF_ERROR(ensure_state(r, count));
+      if (compensate) ECHO_TRY(ensure_state(r, count));
       b.host.resize(count * esize);
       encode(inputs[r], count, b.host.data());
       ECHO_CUDA_CHECK(cudaMemcpyAsync(b.data, b.host.data(), count * esize, cudaMemcpyHostToDevice, b.stream));
@@ -136,14 +136,14 @@ class HostGroupImpl final : public HostGroup {
     for (int r = 0; r < ranks_; ++r) {
       RankBuffers& b = bufs_[r];
       float* comp_out = compensated != nullptr && compensated[r] != nullptr ? b.compensated : nullptr;
-      ECHO_RETURN_IF_ERROR(echo::cuda::allreduce(comms_[r], b.data, b.out, count, spec_,
+      ECHO_TRY(echo::cuda::allreduce(comms_[r], b.data, b.out, count, spec_,
                                                  compensate ? b.state : nullptr, b.stream, comp_out));
     }
     AllReduceReport total;
     for (int r = 0; r < ranks_; ++r) {
       RankBuffers& b = bufs_[r];
       AllReduceReport rep;
-      ECHO_RETURN_IF_ERROR(synchronize(comms_[r], &rep));
+      ECHO_TRY(synchronize(comms_[r], &rep));
       total.poisoned_groups += rep.poisoned_groups;
       if (r == 0) {
         total.scale_exponent = rep.scale_exponent;
@@ -222,9 +222,9 @@ class HostGroupImpl final : public HostGroup {
 Status HostGroup::create(int ranks, const AllReduceSpec& spec, std::unique_ptr<HostGroup>* out,
                          std::size_t exact_capacity, std::size_t split_tail_min_count) {
   if (out == nullptr) return Status(StatusCode::kInvalidArgument, "null output");
-  ECHO_RETURN_IF_ERROR(can_implement(spec, ranks));
+  ECHO_TRY(can_implement(spec, ranks));
   auto g = std::make_unique<HostGroupImpl>(ranks, spec, exact_capacity, split_tail_min_count);
-  ECHO_RETURN_IF_ERROR(g->init());
+  ECHO_TRY(g->init());
   *out = std::move(g);
   return Status::Ok();
 }

@@ -37,6 +37,19 @@ inline bool owner_allreduce_splits_tail(int bits, int group, Compensation comp, 
 // overflow-groups wide without the rotation (docs/numerics.md 2.4). Calls with the rotation, wide
 // groups or not, run the fused options instance of the default units.
 inline bool owner_runs_wide_only(const CallArgs& a) { return a.wide_groups && !a.rotation; }
+// One instantiation unit of the owner kernel (kernels/owner_allreduce_<dtype>_b<bits>[_wide].cu):
+// its host entry points, rows of the dispatch table (owner_dispatch.cpp). launch refuses a call
+// meant for the other instance set; blocks_per_sm is the fewest of the shape's kernels.
+struct OwnerUnit {
+  cudaError_t (*launch)(const CallArgs& a, bool last_round, int grid, cudaStream_t stream);
+  int (*blocks_per_sm)(int group, Compensation comp);
+  cudaError_t (*preload)();
+};
+// The unit of dtype D, bit width BITS and instance set SET (kNoOptions or kOptionWide,
+// kernels/instance_options.cuh): defined in kernels/owner/launch_variants.cuh, instantiated by
+// that unit's translation unit alone.
+template <DType D, int BITS, int SET>
+OwnerUnit owner_unit();
 // Resident blocks per multiprocessor of the owner kernel variant for this call shape (the fewest
 // of its default and wide instances).
 int owner_allreduce_blocks_per_sm(DType dtype, int bits, int group, Compensation comp);

@@ -25,53 +25,13 @@ echo::Direction parse_direction(const std::string& direction) {
 
 namespace {
 
-template <typename T>
-T parse_name(const std::optional<T>& parsed, const char* what, const std::string& name,
-             const char* choices) {
-  if (!parsed) {
-    throw nb::value_error((std::string(what) + " must be one of " + choices + ", got '" + name + "'").c_str());
-  }
-  return *parsed;
-}
-
 echo::DType parse_dtype_name(const char* what, const std::string& name) {
-  return parse_name(echo::parse_dtype(name), what, name, "fp32, bf16, fp16 (or float32, bfloat16, float16)");
-}
-
-SpecHandle make_spec(int bits, int group, const std::string& quantizer, const std::string& compensator,
-                     const std::string& residual, const std::string& algorithm, float eta, float a,
-                     float beta1, float beta2, float beta, const std::string& dtype,
-                     const std::string& state_dtype, std::size_t exact_max_count, int outliers,
-                     const std::string& overflow_groups, const std::string& rotation, int ranks) {
-  SpecHandle h;
-  echo::AllReduceSpec& s = h.spec;
-  s.quant.bits = bits;
-  s.quant.group = group;
-  s.quant.outliers = outliers;
-  s.quant.overflow = parse_name(echo::parse_overflow_groups(overflow_groups), "overflow_groups",
-                                overflow_groups, "poison, wide");
-  s.quant.rotation = parse_name(echo::parse_rotation(rotation), "rotation", rotation, "none, hadamard");
-  s.quant.kind = parse_name(echo::parse_quantizer(quantizer), "quantizer", quantizer,
-                            "zero-aware, naive, symmetric");
-  s.compensator.mode = parse_name(echo::parse_compensator_mode(compensator), "compensator", compensator,
-                                  "dual, single, off");
-  s.compensator.residual = parse_name(echo::parse_residual_mode(residual), "residual", residual,
-                                      "global, local");
-  if (algorithm != "owner" && algorithm != "ring") {
-    throw nb::value_error(("algorithm must be one of owner, ring, got '" + algorithm + "'").c_str());
+  const std::optional<echo::DType> dtype = echo::parse_dtype(name);
+  if (!dtype) {
+    throw nb::value_error((std::string(what) + " must be one of fp32, bf16, fp16 (or float32, bfloat16, float16), got '" +
+                           name + "'").c_str());
   }
-  s.algorithm = algorithm == "ring" ? echo::Algorithm::kRing : echo::Algorithm::kOwner;
-  s.compensator.eta = eta;
-  s.compensator.a = a;
-  s.compensator.beta1 = beta1;
-  s.compensator.beta2 = beta2;
-  s.compensator.beta = beta;
-  s.dtype = parse_dtype_name("dtype", dtype);
-  s.compensator.state_dtype = parse_dtype_name("state_dtype", state_dtype);
-  s.exact_max_count = exact_max_count;
-  h.ranks = ranks;
-  raise_if_error(s.validate(ranks));
-  return h;
+  return *dtype;
 }
 
 // The replay metrics of one call (sim/src/replay.cpp): sums over ranks in order, in float64.
@@ -191,18 +151,6 @@ void exact_allreduce(const std::string& dtype_name, int ranks, AnyArray parts, A
 }  // namespace
 
 void register_allreduce(nb::module_& m) {
-  nb::class_<SpecHandle>(m, "SpecHandle", "A validated all-reduce configuration for a number of ranks")
-      .def_prop_ro("ranks", [](const SpecHandle& h) { return h.ranks; })
-      .def_prop_ro("wire_bits_per_element",
-                   [](const SpecHandle& h) { return h.spec.quant.wire_bits_per_element(); },
-                   "QuantSpec::wire_bits_per_element: codes, parameters and outlier entries per element "
-                   "of a full group");
-  m.def("make_spec", &make_spec, nb::arg("bits"), nb::arg("group"), nb::arg("quantizer"),
-        nb::arg("compensator"), nb::arg("residual"), nb::arg("algorithm"), nb::arg("eta"), nb::arg("a"),
-        nb::arg("beta1"), nb::arg("beta2"), nb::arg("beta"), nb::arg("dtype"), nb::arg("state_dtype"),
-        nb::arg("exact_max_count"), nb::arg("outliers"), nb::arg("overflow_groups"), nb::arg("rotation"),
-        nb::arg("ranks"),
-        "Builds and validates (AllReduceSpec::validate) a spec; ValueError names what is out of range.");
   m.def("allreduce", &allreduce, nb::arg("spec"), nb::arg("direction"), nb::arg("parts"), nb::arg("out"),
         nb::arg("m1"), nb::arg("m2"), nb::arg("fresh"), nb::arg("report"),
         "echo::allreduce over parts [P, n] into out [n]; m1, m2 [P, n] fp32 compensator state.");

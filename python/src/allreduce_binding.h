@@ -31,6 +31,8 @@ struct SpecHandle {
 };
 
 void register_allreduce(nanobind::module_& m);
+// SpecHandle, the spec table and make_spec (spec_binding.cpp).
+void register_spec(nanobind::module_& m);
 
 // Status -> Python exception: ValueError for bad arguments (kInvalidArgument), RuntimeError otherwise.
 void raise_if_error(const echo::Status& status);

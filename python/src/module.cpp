@@ -7,6 +7,7 @@ NB_MODULE(_C, m) {
   m.doc() = "Echo all-reduce over DLPack arrays: the CPU reference, the one-GPU emulation kernel and the P2P communicator";
   // Spec handles cached by echotk.ops live until interpreter exit; that is not a leak.
   nanobind::set_leak_warnings(false);
+  echotk::register_spec(m);
   echotk::register_allreduce(m);
 #ifdef ECHOTK_HAVE_CUDA
   echotk::register_allreduce_cuda(m);

@@ -70,8 +70,9 @@ int main(int argc, char** argv) {
       echo::AllReduceSpec spec;
       spec.compensator.mode = mode;
       std::vector<echo::CompensatorState> states(ranks);
+      echo::AllReduceWorkspace workspace;
       const double s = median_seconds([&] {
-        echo::allreduce(spec, ranks, n, in_ptr.data(), out_ptr.data(), states.data(), nullptr, nullptr);
+        echo::allreduce(spec, ranks, n, in_ptr.data(), out_ptr.data(), states.data(), nullptr, nullptr, &workspace);
       }, 5);
       char name[64];
       std::snprintf(name, sizeof name, "all-reduce P=4 bf16 4-bit, compensator %s",

@@ -34,6 +34,16 @@ std::optional<ResidualMode> parse_residual_mode(std::string_view name) {
   return std::nullopt;
 }
 
+const char* compensator_units_name(CompensatorUnits units) {
+  return units == CompensatorUnits::kStream ? "stream" : "site";
+}
+
+std::optional<CompensatorUnits> parse_compensator_units(std::string_view name) {
+  if (name == "site") return CompensatorUnits::kSite;
+  if (name == "stream") return CompensatorUnits::kStream;
+  return std::nullopt;
+}
+
 Status CompensatorSpec::validate() const {
   auto in_unit = [](float v) { return v >= 0.0f && v <= 1.0f; };
   auto is_decay = [](float v) { return v >= 0.0f && v < 1.0f; };

@@ -15,6 +15,15 @@ const char* dtype_name(DType dtype) {
   return "unknown";
 }
 
+const char* dtype_short_name(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "fp32";
+    case DType::kBFloat16: return "bf16";
+    case DType::kFloat16: return "fp16";
+  }
+  return "unknown";
+}
+
 std::optional<DType> parse_dtype(std::string_view name) {
   if (name == "float32" || name == "fp32") return DType::kFloat32;
   if (name == "bfloat16" || name == "bf16") return DType::kBFloat16;

@@ -86,7 +86,7 @@ class AlternativeBackend final : public AllReduceBackend {
   Status run(std::size_t count, const float* const* inputs, float* const* outputs,
              float* const* compensated, AllReduceReport* report) override {
     return allreduce_altered(alternative_.alteration, spec_, ranks_, count, inputs, outputs,
-                             states_.data(), compensated, report);
+                             states_.data(), compensated, report, &workspace_);
   }
 
  private:
@@ -95,6 +95,7 @@ class AlternativeBackend final : public AllReduceBackend {
   int ranks_;
   std::vector<CompensatorState> states_;
   bool started_ = false;
+  AllReduceWorkspace workspace_;
 };
 
 }  // namespace

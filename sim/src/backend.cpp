@@ -14,13 +14,14 @@ class CpuBackend final : public AllReduceBackend {
   }
   Status run(std::size_t count, const float* const* inputs, float* const* outputs,
              float* const* compensated, AllReduceReport* report) override {
-    return allreduce(spec_, ranks_, count, inputs, outputs, states_.data(), compensated, report);
+    return allreduce(spec_, ranks_, count, inputs, outputs, states_.data(), compensated, report, &workspace_);
   }
 
  private:
   AllReduceSpec spec_;
   int ranks_;
   std::vector<CompensatorState> states_;
+  AllReduceWorkspace workspace_;
 };
 
 }  // namespace

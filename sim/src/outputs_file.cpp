@@ -53,9 +53,9 @@ std::string attribute_text(const H5::H5File& file, const std::string& path, cons
 
 Status OutputsReader::open(const std::string& path, const TraceInfo& trace, DType dtype) {
   path_ = path;
-  if (Status s = h5::open_read(path, &file_); !s.ok()) return s;
+  ECHO_TRY(h5::open_read(path, &file_));
   std::vector<hsize_t> dims;
-  if (Status s = h5::dataset_shape(file_, path, kDataset, &dataset_, &dims); !s.ok()) return s;
+  ECHO_TRY(h5::dataset_shape(file_, path, kDataset, &dataset_, &dims));
   const std::vector<hsize_t> expected = {trace.passes, trace.sites, static_cast<hsize_t>(trace.ranks),
                                          trace.count};
   static const char* const kDims[] = {"passes", "sites", "ranks", "n"};
@@ -141,7 +141,7 @@ Status write_outputs_file(const std::string& path, std::size_t passes, std::size
                           std::size_t ranks, std::size_t count, const float* values,
                           const std::vector<std::pair<std::string, std::string>>& attributes) {
   h5::AtomicFile out;
-  if (Status s = out.create(path); !s.ok()) return s;
+  ECHO_TRY(out.create(path));
   try {
     H5::H5File& f = out.file();
     const hsize_t dims[4] = {passes, sites, ranks, count};

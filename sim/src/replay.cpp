@@ -50,7 +50,7 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
   AllReduceSpec spec = options.spec;
   spec.dtype = options.dtype_override.value_or(info.dtype);
   spec.direction = info.direction;
-  if (Status s = spec.validate(info.ranks); !s.ok()) return s;
+  ECHO_TRY(spec.validate(info.ranks));
 
   const std::size_t n = info.count;
   const std::size_t ranks = static_cast<std::size_t>(info.ranks);
@@ -62,7 +62,7 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
   result.tau_2 = kernel.tau_2();
 
   h5::AtomicFile out;
-  if (Status s = out.create(out_path); !s.ok()) return s;
+  ECHO_TRY(out.create(out_path));
   H5::DataSet net_error, injected_error, partial_sum_norm, injected_norm, outputs;
   H5::DataSet correction_norm, sigma_ds, relative_deviation;
   try {
@@ -116,7 +116,7 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
     backend.start_pass();
     std::fill(partial.begin(), partial.end(), 0.0);
     if (info.has_hidden_states) {
-      if (Status s = trace.read_hidden_states(pass, hidden.data()); !s.ok()) return s;
+      ECHO_TRY(trace.read_hidden_states(pass, hidden.data()));
       // sigma_k = ||z_k|| / sqrt(n), the root-mean-square entry of hidden state k.
       for (std::size_t k = 0; k <= info.sites; ++k) {
         double sq = 0.0;
@@ -125,7 +125,7 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
       }
     }
     for (std::size_t site = 0; site < info.sites; ++site) {
-      if (Status s = trace.read_site(pass, site, buf.x.data()); !s.ok()) return s;
+      ECHO_TRY(trace.read_site(pass, site, buf.x.data()));
       if (!options.allow_nonfinite) {
         if (Status s = trace.find_nonfinite(pass, site, buf.x.data(), spec.dtype); !s.ok()) {
           return Status(s.code(), s.message() + " (use --allow-nonfinite to replay it anyway)");
@@ -231,7 +231,7 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
   correction_norm = H5::DataSet();
   sigma_ds = H5::DataSet();
   relative_deviation = H5::DataSet();
-  if (Status s = out.commit(); !s.ok()) return s;
+  ECHO_TRY(out.commit());
   if (summary != nullptr) *summary = result;
   return Status::Ok();
 }

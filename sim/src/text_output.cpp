@@ -52,13 +52,4 @@ std::string json_number(double v) {
   return buf;
 }
 
-std::string float_text(float v) {
-  char text[32];
-  for (int digits = 1; digits <= 9; ++digits) {
-    std::snprintf(text, sizeof text, "%.*g", digits, static_cast<double>(v));
-    if (std::strtof(text, nullptr) == v) break;
-  }
-  return text;
-}
-
 }  // namespace echo

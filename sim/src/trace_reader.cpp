@@ -108,7 +108,7 @@ Status TraceReader::open(const std::string& path) {
   path_ = path;
   info_ = TraceInfo{};
   auto impl = std::make_unique<Impl>();
-  if (Status s = h5::open_read(path, &impl->file); !s.ok()) return s;
+  ECHO_TRY(h5::open_read(path, &impl->file));
   std::error_code ec;
   const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
   return read_header(std::move(impl), ec ? 0 : bytes);
@@ -118,7 +118,7 @@ Status TraceReader::open_image(const void* data, std::size_t size, const std::st
   path_ = name;
   info_ = TraceInfo{};
   auto impl = std::make_unique<Impl>();
-  if (Status s = h5::open_read_image(data, size, name, &impl->file); !s.ok()) return s;
+  ECHO_TRY(h5::open_read_image(data, size, name, &impl->file));
   return read_header(std::move(impl), size);
 }
 
@@ -128,23 +128,23 @@ Status TraceReader::read_header(std::unique_ptr<Impl> impl, std::uint64_t file_b
     std::optional<std::string> text;
     std::optional<std::int64_t> number;
 
-    if (Status s = h5::read_string_attribute(impl->file, path, "format", &text); !s.ok()) return s;
+    ECHO_TRY(h5::read_string_attribute(impl->file, path, "format", &text));
     if (!text) return format_error(path, "root attribute 'format' is missing (not an echo trace)");
     if (*text != kTraceFormatName) {
       return format_error(path, "root attribute 'format' is '" + printable(*text) + "', expected 'echo-trace'");
     }
-    if (Status s = h5::read_int_attribute(impl->file, path, "version", &number); !s.ok()) return s;
+    ECHO_TRY(h5::read_int_attribute(impl->file, path, "version", &number));
     if (!number) return format_error(path, "root attribute 'version' is missing");
     if (*number != kTraceFormatVersion) {
       return format_error(path, "unsupported version " + std::to_string(*number) + " (this build reads 1)");
     }
-    if (Status s = h5::read_int_attribute(impl->file, path, "ranks", &number); !s.ok()) return s;
+    ECHO_TRY(h5::read_int_attribute(impl->file, path, "ranks", &number));
     if (!number) return format_error(path, "root attribute 'ranks' is missing");
     if (*number < 1 || *number > kMaxRanks) {
       return format_error(path, "root attribute 'ranks' is " + std::to_string(*number) + ", must be in [1, 8]");
     }
     info_.ranks = static_cast<int>(*number);
-    if (Status s = h5::read_string_attribute(impl->file, path, "direction", &text); !s.ok()) return s;
+    ECHO_TRY(h5::read_string_attribute(impl->file, path, "direction", &text));
     if (!text) return format_error(path, "root attribute 'direction' is missing");
     if (*text == "forward") {
       info_.direction = Direction::kForward;
@@ -156,8 +156,8 @@ Status TraceReader::read_header(std::unique_ptr<Impl> impl, std::uint64_t file_b
     }
 
     std::vector<hsize_t> dims;
-    if (Status s = h5::dataset_shape(impl->file, path, "/contributions", &impl->contributions, &dims); !s.ok()) return s;
-    if (Status s = require_float_dataset(impl->contributions, path, "/contributions"); !s.ok()) return s;
+    ECHO_TRY(h5::dataset_shape(impl->file, path, "/contributions", &impl->contributions, &dims));
+    ECHO_TRY(require_float_dataset(impl->contributions, path, "/contributions"));
     if (dims.size() != 4) {
       return format_error(path, "dataset '/contributions' has " + std::to_string(dims.size()) +
                                     " dimensions, expected 4 [passes, sites, ranks, n]");
@@ -172,7 +172,7 @@ Status TraceReader::read_header(std::unique_ptr<Impl> impl, std::uint64_t file_b
     info_.passes = dims[0];
     info_.sites = dims[1];
     info_.count = dims[3];
-    if (Status s = h5::read_string_attribute(impl->contributions, path, "dtype", &text); !s.ok()) return s;
+    ECHO_TRY(h5::read_string_attribute(impl->contributions, path, "dtype", &text));
     if (!text) return format_error(path, "dataset '/contributions' has no 'dtype' attribute");
     const std::optional<DType> dtype = parse_dtype(*text);
     if (!dtype || *text != dtype_name(*dtype)) {
@@ -182,8 +182,8 @@ Status TraceReader::read_header(std::unique_ptr<Impl> impl, std::uint64_t file_b
     info_.dtype = *dtype;
 
     if (impl->file.nameExists("/hidden_states")) {
-      if (Status s = h5::dataset_shape(impl->file, path, "/hidden_states", &impl->hidden_states, &dims); !s.ok()) return s;
-      if (Status s = require_float_dataset(impl->hidden_states, path, "/hidden_states"); !s.ok()) return s;
+      ECHO_TRY(h5::dataset_shape(impl->file, path, "/hidden_states", &impl->hidden_states, &dims));
+      ECHO_TRY(require_float_dataset(impl->hidden_states, path, "/hidden_states"));
       if (dims.size() != 3 || dims[0] != info_.passes || dims[1] != info_.sites + 1 ||
           dims[2] != info_.count) {
         return format_error(path, "dataset '/hidden_states' must have shape [passes, sites + 1, n] = [" +
@@ -192,10 +192,10 @@ Status TraceReader::read_header(std::unique_ptr<Impl> impl, std::uint64_t file_b
       }
       info_.has_hidden_states = true;
     }
-    if (Status s = check_declared_sizes(path, info_, file_bytes); !s.ok()) return s;
+    ECHO_TRY(check_declared_sizes(path, info_, file_bytes));
     if (impl->file.nameExists("/site_kind")) {
       H5::DataSet kinds;
-      if (Status s = h5::dataset_shape(impl->file, path, "/site_kind", &kinds, &dims); !s.ok()) return s;
+      ECHO_TRY(h5::dataset_shape(impl->file, path, "/site_kind", &kinds, &dims));
       if (kinds.getTypeClass() != H5T_INTEGER || dims.size() != 1 || dims[0] != info_.sites) {
         return format_error(path, "dataset '/site_kind' must be int8 of shape [sites] = [" +
                                       std::to_string(info_.sites) + "]");
@@ -212,8 +212,8 @@ Status TraceReader::read_header(std::unique_ptr<Impl> impl, std::uint64_t file_b
         info_.site_kind[k] = static_cast<std::int8_t>(wide[k]);
       }
     }
-    if (Status s = h5::read_int_attribute(impl->file, path, "tokens", &info_.tokens); !s.ok()) return s;
-    if (Status s = h5::read_int_attribute(impl->file, path, "hidden", &info_.hidden); !s.ok()) return s;
+    ECHO_TRY(h5::read_int_attribute(impl->file, path, "tokens", &info_.tokens));
+    ECHO_TRY(h5::read_int_attribute(impl->file, path, "hidden", &info_.hidden));
     for (const auto& [name, value] : {std::pair{"tokens", info_.tokens}, std::pair{"hidden", info_.hidden}}) {
       if (value && *value < 1) {
         return format_error(path, std::string("attribute '") + name + "' must be >= 1, got " + std::to_string(*value));
@@ -224,9 +224,9 @@ Status TraceReader::read_header(std::unique_ptr<Impl> impl, std::uint64_t file_b
       return format_error(path, "attributes tokens x hidden = " + std::to_string(*info_.tokens) + " x " +
                                     std::to_string(*info_.hidden) + " do not match n = " + std::to_string(info_.count));
     }
-    if (Status s = h5::read_string_attribute(impl->file, path, "model", &text); !s.ok()) return s;
+    ECHO_TRY(h5::read_string_attribute(impl->file, path, "model", &text));
     info_.model = text.value_or("");
-    if (Status s = h5::read_string_attribute(impl->file, path, "source", &text); !s.ok()) return s;
+    ECHO_TRY(h5::read_string_attribute(impl->file, path, "source", &text));
     info_.source = text.value_or("");
   } catch (const H5::Exception& e) {
     return format_error(path, "unreadable (" + printable(e.getDetailMsg()) + ")");
@@ -295,10 +295,10 @@ Status TraceReader::read_all() const {
     std::vector<float> hidden(info_.has_hidden_states ? (info_.sites + 1) * info_.count : 0);
     for (std::size_t pass = 0; pass < info_.passes; ++pass) {
       if (info_.has_hidden_states) {
-        if (Status s = read_hidden_states(pass, hidden.data()); !s.ok()) return s;
+        ECHO_TRY(read_hidden_states(pass, hidden.data()));
       }
       for (std::size_t k = 0; k < info_.sites; ++k) {
-        if (Status s = read_site(pass, k, site.data()); !s.ok()) return s;
+        ECHO_TRY(read_site(pass, k, site.data()));
       }
     }
   } catch (const std::bad_alloc&) {

@@ -25,7 +25,7 @@ Status TraceWriter::create(const std::string& path, const TraceInfo& info, int c
   }
   auto impl = std::make_unique<Impl>();
   impl->info = info;
-  if (Status s = impl->out.create(path); !s.ok()) return s;
+  ECHO_TRY(impl->out.create(path));
   try {
     H5::H5File& file = impl->out.file();
     h5::write_string_attribute(file, "format", kTraceFormatName);

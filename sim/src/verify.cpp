@@ -59,14 +59,14 @@ Status run_trace(const TraceReader& trace, AllReduceBackend& backend, const Site
   for (std::size_t pass = 0; pass < info.passes; ++pass) {
     backend.start_pass();
     for (std::size_t site = 0; site < info.sites; ++site) {
-      if (Status s = trace.read_site(pass, site, buf.x.data()); !s.ok()) return s;
+      ECHO_TRY(trace.read_site(pass, site, buf.x.data()));
       AllReduceReport report;
       if (Status s = backend.run(info.count, buf.in.data(), buf.out.data(), buf.compensated.data(), &report);
           !s.ok()) {
         return Status(s.code(), "pass " + std::to_string(pass) + ", site " + std::to_string(site) + ": " +
                                     s.message());
       }
-      if (Status s = visit(pass, site, buf.y.data()); !s.ok()) return s;
+      ECHO_TRY(visit(pass, site, buf.y.data()));
     }
   }
   return Status::Ok();
@@ -204,7 +204,7 @@ Status diagnose_alternatives(const TraceReader& trace, const OutputsReader& outp
     std::unique_ptr<AllReduceBackend> backend = make_alternative_backend(alternative, r->spec, info.ranks);
     std::size_t mismatches = 0;
     Status s = run_trace(trace, *backend, [&](std::size_t pass, std::size_t site, const float* y) {
-      if (Status rs = outputs.read_site(pass, site, received.data()); !rs.ok()) return rs;
+      ECHO_TRY(outputs.read_site(pass, site, received.data()));
       for (std::size_t i = 0; i < values; ++i) mismatches += words.canonical(received[i]) != words.of(y[i]);
       return Status::Ok();
     });
@@ -239,10 +239,10 @@ Status verify_outputs(const TraceReader& trace, const std::string& outputs_path,
   r.spec = options.spec;
   r.spec.dtype = options.dtype_override.value_or(info.dtype);
   r.spec.direction = info.direction;
-  if (Status s = r.spec.validate(info.ranks); !s.ok()) return s;
+  ECHO_TRY(r.spec.validate(info.ranks));
 
   OutputsReader outputs;
-  if (Status s = outputs.open(outputs_path, info, r.spec.dtype); !s.ok()) return s;
+  ECHO_TRY(outputs.open(outputs_path, info, r.spec.dtype));
   r.outputs_type = outputs.type_description();
   r.word_bits = outputs.encoding() == OutputsEncoding::kFloat32 ? 32 : 16;
   const Words words{outputs.encoding(), r.spec.dtype};
@@ -260,7 +260,7 @@ Status verify_outputs(const TraceReader& trace, const std::string& outputs_path,
 
   std::unique_ptr<AllReduceBackend> reference = make_cpu_backend(r.spec, info.ranks);
   Status s = run_trace(trace, *reference, [&](std::size_t pass, std::size_t site, const float* y) {
-    if (Status rs = outputs.read_site(pass, site, received.data()); !rs.ok()) return rs;
+    ECHO_TRY(outputs.read_site(pass, site, received.data()));
     for (std::size_t i = 0; i < ranks * n; ++i) {
       const std::uint32_t canonical = words.canonical(received[i]);
       r.noncanonical_nans += canonical != received[i];
@@ -312,7 +312,7 @@ Status verify_outputs(const TraceReader& trace, const std::string& outputs_path,
     diagnose_configuration(outputs, r.spec, &r);
     diagnose_ranks(rank_disagreements, r, &r);
     if (options.diagnose) {
-      if (Status ds = diagnose_alternatives(trace, outputs, words, &r); !ds.ok()) return ds;
+      ECHO_TRY(diagnose_alternatives(trace, outputs, words, &r));
     }
     // The group checks describe a difference no alternative explains and ranks agree on.
     const bool named = std::any_of(r.diagnoses.begin(), r.diagnoses.end(), [](const Diagnosis& d) {

@@ -117,6 +117,53 @@ BOOST_AUTO_TEST_CASE(replay_with_bf16_compensator_state) {
   BOOST_TEST(!fs::exists(dir.file("bad.h5")));
 }
 
+// replay --spec-file: the JSON of echotk.Spec.to_json() selects the same all-reduce as the options;
+// options given beside it win; an unknown key or a bad value is refused naming the key.
+BOOST_AUTO_TEST_CASE(replay_reads_a_spec_file) {
+  TempDir dir;
+  const std::string trace = data_path("tests/data/good_small.h5");
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir.file(name)) << text;
+    return dir.file(name);
+  };
+  auto outputs = [&](const std::string& out) {
+    H5::H5File file;
+    BOOST_TEST_REQUIRE(echo::h5::open_read(out, &file).ok());
+    std::vector<float> v(2 * 3 * 4 * 300);
+    echo::h5::read_block(file.openDataSet("/outputs"), {0, 0, 0, 0}, {2, 3, 4, 300}, H5::PredType::NATIVE_FLOAT,
+                         v.data());
+    return v;
+  };
+  const std::string spec = write("spec.json", R"({"bits": 8, "residual": "local", "eta": 0.5, "state_dtype": "bfloat16"})");
+  const Run by_file = run_echotk("replay " + trace + " --out " + dir.file("file.h5") + " --save-outputs --quiet "
+                                 "--spec-file " + spec);
+  BOOST_TEST_REQUIRE(by_file.exit_code == 0, by_file.output);
+  const Run by_flags = run_echotk("replay " + trace + " --out " + dir.file("flags.h5") + " --save-outputs --quiet "
+                                  "--bits 8 --residual local --eta 0.5 --state-dtype bf16");
+  BOOST_TEST_REQUIRE(by_flags.exit_code == 0, by_flags.output);
+  const std::vector<float> a = outputs(dir.file("file.h5")), b = outputs(dir.file("flags.h5"));
+  BOOST_TEST(echo::test::first_bit_difference(a.data(), b.data(), a.size()) == -1);
+  const Run overridden = run_echotk("replay " + trace + " --out " + dir.file("four.h5") + " --quiet --spec-file " +
+                                    spec + " --bits 4");
+  BOOST_TEST(overridden.output.find("4-bit") != std::string::npos, overridden.output);
+
+  const std::pair<std::string, std::string> bad[] = {
+      {R"({"bitz": 4})", "unknown key 'bitz'"},
+      {R"({"bits": 9})", "key 'bits': bits must be in [2, 8], got 9"},
+      {R"({"bits": "4"})", "key 'bits': bits must be an integer"},
+      {R"({"overflow_groups": "saturate"})", "overflow_groups must be one of wide, poison, got 'saturate'"},
+      {R"([4])", "one JSON object"},
+      {R"({"bits": )", "not JSON"},
+  };
+  for (const auto& [text, message] : bad) {
+    const Run r = run_echotk("replay " + trace + " --out " + dir.file("bad.h5") + " --quiet --spec-file " +
+                             write("bad.json", text));
+    BOOST_TEST(r.exit_code == 2, text << ": " << r.output);
+    BOOST_TEST(r.output.find(message) != std::string::npos, text << ": " << r.output);
+    BOOST_TEST(!fs::exists(dir.file("bad.h5")));
+  }
+}
+
 // compare --state-dtype reaches every compensated setting of the grid: the header names the type,
 // the off row is the same and the compensated rows are not (bf16 state rounds every update).
 BOOST_AUTO_TEST_CASE(compare_with_bf16_compensator_state) {

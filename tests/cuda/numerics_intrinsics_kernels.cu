@@ -7,8 +7,8 @@
 
 #include "echo/numerics/compensator_step.h"
 #include "echo/numerics/dtype_rounding.h"
-#include "lane_io.cuh"
-#include "numerics.cuh"
+#include "device/lane_io.cuh"
+#include "device/numerics.cuh"
 
 namespace echo::test {
 namespace {

@@ -2,9 +2,9 @@
 // reduces max |x'| over its whole message, then the last block publishes it to every peer as one
 // 64-bit word (epoch in the high half, the float bits in the low half), which the quantizing
 // kernels of the same call read to form the shared exponent k.
-#include "block_max.cuh"
+#include "device/block_max.cuh"
 #include "kernel_args.h"
-#include "lane_ops.cuh"
+#include "device/lane_ops.cuh"
 #include "launch.h"
 
 namespace echo::cuda {

@@ -3,7 +3,7 @@
 // input and the state, forms u = x' - y / P with y the delivered output, and refreshes m1, m2 in
 // place. The next call's entry waits for it.
 #include "kernel_args.h"
-#include "lane_ops.cuh"
+#include "device/lane_ops.cuh"
 #include "launch.h"
 
 namespace echo::cuda {

@@ -24,7 +24,7 @@
 #include <algorithm>
 
 #include "kernel_args.h"
-#include "lane_ops.cuh"
+#include "device/lane_ops.cuh"
 #include "launch.h"
 
 namespace echo::cuda {

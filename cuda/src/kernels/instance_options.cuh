@@ -1,5 +1,5 @@
 // The transport options a kernel instance compiles (docs/numerics.md 2.4, 2.6), for the owner
-// kernel's instances (owner/variant.cuh) and the one-GPU emulation's (emulate_allreduce.cuh): none
+// kernel's instances (owner/variant.cuh) and the one-GPU emulation's (emulate/allreduce.cuh): none
 // (instances that compile none of the options' code, for calls with overflow-groups poison),
 // overflow-groups wide alone (instances in the same structure, for wide calls without the
 // rotation: the default spec's), or both (the instances of every call with the rotation).

@@ -1,11 +1,11 @@
-// Owner kernel variants of bf16 at 8 bits for calls with wide groups and no rotation
+// Owner kernel instances of bf16 at 8 bits for calls with wide groups and no rotation
 // (owner_runs_wide_only in launch.h): the default instances compiled with overflow-groups wide
-// (docs/numerics.md 2.4), in a unit of their own so that a parallel build compiles them beside the
-// default ones.
+// (docs/numerics.md 2.4). One unit per dtype, bit width and instance set, as docs/architecture.md
+// says why (a parallel build's long pole).
 #include "owner_allreduce.cuh"
 
 namespace echo::cuda {
 
-ECHO_OWNER_UNIT(bf16_b8_wide, DType::kBFloat16, 8, kOptionWide)
+template OwnerUnit owner_unit<DType::kBFloat16, 8, kOptionWide>();
 
 }  // namespace echo::cuda

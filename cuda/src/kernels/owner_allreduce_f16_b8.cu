@@ -1,10 +1,10 @@
-// Owner kernel variants of f16 at 8 bits: the default instances and the fused options one for calls
-// with the rotation (one translation unit per dtype, bit width and instance set keeps parallel
-// builds short; owner_dispatch.cpp picks the unit).
+// Owner kernel instances of f16 at 8 bits: the default ones (calls with overflow-groups poison)
+// and the fused options one for calls with the rotation. One unit per dtype, bit width and
+// instance set, as docs/architecture.md says why (a parallel build's long pole).
 #include "owner_allreduce.cuh"
 
 namespace echo::cuda {
 
-ECHO_OWNER_UNIT(f16_b8, DType::kFloat16, 8, kNoOptions)
+template OwnerUnit owner_unit<DType::kFloat16, 8, kNoOptions>();
 
 }  // namespace echo::cuda

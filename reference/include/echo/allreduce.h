@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "echo/compensator.h"
 #include "echo/dtype.h"
@@ -56,16 +57,34 @@ struct AllReduceReport {
   bool exact_path = false;          // true when the small-message exact path ran
 };
 
+// The simulated ranks' buffers of a call. A caller that calls again and again (a replay, a model's
+// sites) keeps one: re-allocating these arrays for every call costs more (page faults) than the
+// arithmetic. One workspace serves one call at a time.
+class AllReduceWorkspace {
+ public:
+  AllReduceWorkspace();
+  ~AllReduceWorkspace();
+  AllReduceWorkspace(AllReduceWorkspace&&) noexcept;
+  AllReduceWorkspace& operator=(AllReduceWorkspace&&) noexcept;
+
+  struct Buffers;  // reference/src/allreduce_stages.h
+  Buffers& buffers() { return *buffers_; }
+
+ private:
+  std::unique_ptr<Buffers> buffers_;
+};
+
 // One compensated all-reduce at one site.
 //   inputs[r][count]   rank r's contribution; rounded to dtype before use.
 //   outputs[r][count]  rank r's result, dtype values held in float; may alias inputs[r].
 //   states             nullptr, or `ranks` states of this pass direction (needed unless the
 //                      compensator is off); updated in place.
 //   compensated        nullptr, or `ranks` buffers receiving x' = x + c (fp32).
+//   workspace          nullptr (buffers for this call alone), or the caller's, kept between calls.
 // All ranks' outputs are bitwise identical. Returns kInvalidArgument for bad parameters.
 Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count,
                  const float* const* inputs, float* const* outputs, CompensatorState* states,
-                 float* const* compensated, AllReduceReport* report);
+                 float* const* compensated, AllReduceReport* report, AllReduceWorkspace* workspace = nullptr);
 
 // The exact sum reduced in fp32 in rank order and rounded to dtype (the "16-bit" all-reduce).
 void exact_allreduce(DType dtype, int ranks, std::size_t count, const float* const* inputs,

@@ -23,6 +23,7 @@ const char* alteration_name(Alteration alteration);
 // echo::allreduce with the alteration made; kNone is echo::allreduce.
 Status allreduce_altered(Alteration alteration, const AllReduceSpec& spec, int ranks, std::size_t count,
                          const float* const* inputs, float* const* outputs, CompensatorState* states,
-                         float* const* compensated, AllReduceReport* report);
+                         float* const* compensated, AllReduceReport* report,
+                         AllReduceWorkspace* workspace = nullptr);
 
 }  // namespace echo

@@ -17,11 +17,17 @@ enum class CompensatorMode : std::uint8_t { kOff = 0, kSingle = 1, kDual = 2 };
 // kLocal: u_i = the rounding errors rank i injected itself (push errors on the segments it sent,
 //         and as owner the gather error of its own segment); sum_i u_i = -delta as in kGlobal.
 enum class ResidualMode : std::uint8_t { kGlobal = 0, kLocal = 1 };
+// kSite: the state is carried from site to site in the sites' own units (the paper's).
+// kStream: in residual-stream units through each site's post-norm (docs/numerics.md 6.1); a call
+//          then needs its site's SiteInfo (echo/site.h).
+enum class CompensatorUnits : std::uint8_t { kSite = 0, kStream = 1 };
 
 const char* compensator_mode_name(CompensatorMode mode);  // "off", "single", "dual"
 std::optional<CompensatorMode> parse_compensator_mode(std::string_view name);
 const char* residual_mode_name(ResidualMode mode);  // "global", "local"
 std::optional<ResidualMode> parse_residual_mode(std::string_view name);
+const char* compensator_units_name(CompensatorUnits units);  // "site", "stream"
+std::optional<CompensatorUnits> parse_compensator_units(std::string_view name);
 
 struct CompensatorSpec {
   CompensatorMode mode = CompensatorMode::kDual;
@@ -34,6 +40,8 @@ struct CompensatorSpec {
   // Type the averages are stored in: kFloat32, or kBFloat16 (each updated average rounded to
   // bf16, half the state's memory traffic; docs/numerics.md 6). The arithmetic is fp32 either way.
   DType state_dtype = DType::kFloat32;
+  // Units of the carried state (docs/numerics.md 6.1).
+  CompensatorUnits units = CompensatorUnits::kSite;
 
   // eta, a in [0, 1]; decays in [0, 1); state_dtype float32 or bfloat16.
   Status validate() const;

@@ -15,6 +15,8 @@ enum class DType : std::uint8_t { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
 
 // "float32", "bfloat16", "float16" (the trace format's spelling).
 const char* dtype_name(DType dtype);
+// "fp32", "bf16", "fp16" (the command line's and echotk.Spec's spelling).
+const char* dtype_short_name(DType dtype);
 // Accepts the names above plus the short forms "fp32", "bf16", "fp16".
 std::optional<DType> parse_dtype(std::string_view name);
 std::size_t dtype_size(DType dtype);

@@ -35,3 +35,11 @@ class Status {
 const char* status_code_name(StatusCode code);
 
 }  // namespace echo
+
+// Returns the status of `expr` from the enclosing function unless it is ok: the one way a Status
+// is passed up (a CUDA or NCCL call's result becomes one through ECHO_CUDA_CHECK / ECHO_NCCL_CHECK).
+#define ECHO_TRY(expr)                                   \
+  do {                                                   \
+    ::echo::Status echo_try_status_ = (expr);            \
+    if (!echo_try_status_.ok()) return echo_try_status_; \
+  } while (0)

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "echo/spec_fields.h"
 #include "echo/status.h"
 
 namespace echo {
@@ -15,7 +16,7 @@ Status write_text_file_atomically(const std::string& path, const std::string& co
 // significant digits; null for NaN and infinities, which JSON cannot hold).
 std::string json_string(const std::string& s);
 std::string json_number(double v);
-// The shortest decimal text that reads back as the same float (0.35f prints as "0.35").
-std::string float_text(float v);
+// float_text(v), the shortest decimal text that reads back as the same float (0.35f prints as
+// "0.35"), is the spec table's (echo/spec_fields.h).
 
 }  // namespace echo

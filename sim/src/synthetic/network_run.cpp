@@ -39,7 +39,7 @@ Eigen::VectorXd exact_step(const PreNormNetwork& net, std::size_t k, const Eigen
 Status run_network(const PreNormNetwork& net, const AllReduceSpec& spec, std::size_t passes,
                    NetworkRun* run) {
   const int ranks = static_cast<int>(net.config().ranks);
-  if (Status s = spec.validate(ranks); !s.ok()) return s;
+  ECHO_TRY(spec.validate(ranks));
   if (net.depth() == 0 || passes == 0) {
     return Status(StatusCode::kInvalidArgument, "a network run needs at least one site and one pass (depth " +
                                                     std::to_string(net.depth()) + ", passes " + std::to_string(passes) + ")");
@@ -62,6 +62,7 @@ Status run_network(const PreNormNetwork& net, const AllReduceSpec& spec, std::si
     out_ptr[i] = out[i].data();
     xp_ptr[i] = xp[i].data();
   }
+  AllReduceWorkspace workspace;
   for (std::size_t pass = 0; pass < passes; ++pass) {
     for (CompensatorState& s : states) s.reset();
     Eigen::VectorXd exact = net.initial_state(pass);
@@ -72,11 +73,7 @@ Status run_network(const PreNormNetwork& net, const AllReduceSpec& spec, std::si
       Contributions c;
       c.load(net.partials(k, quant), spec.dtype);
       AllReduceReport report;
-      if (Status s = allreduce(spec, ranks, static_cast<std::size_t>(n), c.inputs.data(),
-                               out_ptr.data(), states.data(), xp_ptr.data(), &report);
-          !s.ok()) {
-        return s;
-      }
+      ECHO_TRY(allreduce(spec, ranks, static_cast<std::size_t>(n), c.inputs.data(), out_ptr.data(), states.data(), xp_ptr.data(), &report, &workspace));
       // delta = y - sum x', C = sum (x' - x), rho = y - sum x, in float64 (docs/numerics.md s. 7).
       Eigen::VectorXd y(n), sx = Eigen::VectorXd::Zero(n), sxp = Eigen::VectorXd::Zero(n);
       for (Eigen::Index i = 0; i < n; ++i) {
@@ -125,7 +122,7 @@ Status write_network_trace(const PreNormNetwork& net, DType dtype, std::size_t p
   info.source = "echo::synthetic::write_network_trace, seed " + std::to_string(net.config().seed);
   for (std::size_t k = 0; k < net.depth(); ++k) info.site_kind.push_back(static_cast<std::int8_t>(net.kind(k)));
   TraceWriter writer;
-  if (Status s = writer.create(path, info); !s.ok()) return s;
+  ECHO_TRY(writer.create(path, info));
   const std::size_t n = net.dimension();
   std::vector<float> site(info.count * static_cast<std::size_t>(info.ranks));
   std::vector<float> hidden((info.sites + 1) * n);
@@ -137,11 +134,11 @@ Status write_network_trace(const PreNormNetwork& net, DType dtype, std::size_t p
       for (std::size_t r = 0; r < parts.size(); ++r)
         for (std::size_t i = 0; i < n; ++i)
           site[r * n + i] = round_to_dtype(static_cast<float>(parts[r](static_cast<Eigen::Index>(i))), dtype);
-      if (Status s = writer.write_site(pass, k, site.data()); !s.ok()) return s;
+      ECHO_TRY(writer.write_site(pass, k, site.data()));
       z += exact_step(net, k, z, dtype);
       for (std::size_t i = 0; i < n; ++i) hidden[(k + 1) * n + i] = static_cast<float>(z(static_cast<Eigen::Index>(i)));
     }
-    if (Status s = writer.write_hidden_states(pass, hidden.data()); !s.ok()) return s;
+    ECHO_TRY(writer.write_hidden_states(pass, hidden.data()));
   }
   return writer.commit();
 }

@@ -49,7 +49,7 @@ Status study_network(const PreNormNetwork& net, const AllReduceSpec& base,
     AllReduceSpec spec = base;
     spec.compensator = setting.spec;
     NetworkRun run;
-    if (Status s = run_network(net, spec, passes, &run); !s.ok()) return s;
+    ECHO_TRY(run_network(net, spec, passes, &run));
     StudyRow row;
     row.quantizer = quantizer_name(spec.quant.kind);
     row.setting = setting.label;
@@ -79,7 +79,7 @@ Status study_trace(const TraceReader& trace, const AllReduceSpec& base,
     spec.dtype = info.dtype;
     spec.direction = info.direction;
     spec.compensator = setting.spec;
-    if (Status s = spec.validate(info.ranks); !s.ok()) return s;
+    ECHO_TRY(spec.validate(info.ranks));
     StudyRow row;
     row.quantizer = quantizer_name(spec.quant.kind);
     row.setting = setting.label;
@@ -88,21 +88,18 @@ Status study_trace(const TraceReader& trace, const AllReduceSpec& base,
     double final_sq = 0.0;
     std::vector<CompensatorState> states(ranks);
     std::vector<double> partial(n);
+    AllReduceWorkspace workspace;
     for (std::size_t pass = 0; pass < info.passes; ++pass) {
       for (CompensatorState& s : states) s.reset();
       std::fill(partial.begin(), partial.end(), 0.0);
       if (info.has_hidden_states) {
-        if (Status s = trace.read_hidden_states(pass, hidden.data()); !s.ok()) return s;
+        ECHO_TRY(trace.read_hidden_states(pass, hidden.data()));
       }
       for (std::size_t site = 0; site < info.sites; ++site) {
-        if (Status s = trace.read_site(pass, site, buf.x.data()); !s.ok()) return s;
+        ECHO_TRY(trace.read_site(pass, site, buf.x.data()));
         round_to_dtype(buf.x.data(), buf.x.size(), spec.dtype);
         AllReduceReport report;
-        if (Status s = allreduce(spec, info.ranks, n, buf.in.data(), buf.out.data(), states.data(),
-                                 buf.compensated.data(), &report);
-            !s.ok()) {
-          return s;
-        }
+        ECHO_TRY(allreduce(spec, info.ranks, n, buf.in.data(), buf.out.data(), states.data(), buf.compensated.data(), &report, &workspace));
         double delta_sq = 0.0, partial_sq = 0.0, hidden_sq = 0.0;
         for (std::size_t i = 0; i < n; ++i) {
           const double sx = rank_sum(buf.x.data(), ranks, n, i);

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "echo/cuda/split_tail.h"
+#include "echo/cuda/tuning.h"
 #include "echo/status.h"
 
 namespace echo::bench {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "echo/allreduce.h"
-#include "echo/cuda/split_tail.h"
+#include "echo/cuda/tuning.h"
 #include "echo/status.h"
 
 namespace echo::cuda {

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "flags.cuh"
+#include "device/flags.cuh"
 #include "kernel_args.h"
 
 namespace echo::cuda {

@@ -11,7 +11,7 @@
 #include "kernels/owner/reduce.cuh"
 #include "kernels/owner/tail.cuh"
 #include "kernels/owner/variant.cuh"
-#include "lane_ops.cuh"
+#include "device/lane_ops.cuh"
 
 namespace echo::cuda {
 namespace owner_detail {

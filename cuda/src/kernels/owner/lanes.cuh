@@ -11,9 +11,9 @@
 #include "kernels/owner/job_trace.cuh"
 #include "kernels/owner/tiles.cuh"
 #include "kernels/owner/variant.cuh"
-#include "hadamard_lanes.cuh"
-#include "lane_ops.cuh"
-#include "staged_loads.cuh"
+#include "device/hadamard_lanes.cuh"
+#include "device/lane_ops.cuh"
+#include "device/staged_loads.cuh"
 
 namespace echo::cuda {
 namespace owner_detail {

@@ -1,7 +1,8 @@
-// The owner kernel's variants on the host side: the list of (bits, lane elements, compensator)
-// shapes, the instance a launch runs (fused, or the split push + reduce and tail kernels), its
-// dynamic shared memory, residency and preloading. Included once per dtype and bit width
-// (owner_allreduce_<dtype>_b<bits>.cu).
+// The owner kernel's variants on the host side: the list of (lane elements, compensator) shapes,
+// the instance a launch runs (fused, or the split push + reduce and tail kernels), its dynamic
+// shared memory, residency and preloading, and owner_unit, the entry points of one instantiation
+// unit (owner_allreduce_<dtype>_b<bits>[_wide].cu, which instantiates it for its dtype, bit width
+// and instance set).
 #pragma once
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 #include "kernels/owner/kernel.cuh"
 #include "kernels/owner/variant.cuh"
 #include "launch.h"
-#include "staged_loads.cuh"
+#include "device/staged_loads.cuh"
 
 namespace echo::cuda {
 namespace owner_detail {
@@ -80,23 +81,41 @@ cudaError_t launch_variant(const CallArgs& a, bool last_round, int grid, cudaStr
   return launch_instance<D, BITS, E, COMP, kFusedStages, kBatch, SET>(a, last_round, grid, stream);
 }
 
-// The kernel variants of one bit width, as (bits, elements per lane, compensator) shapes;
+// The (elements per lane, compensator) shapes of the kernel variants of a bit width;
 // lane_elements() picks 8 only with the compensator (local residual), so the 8-element variants
 // exist only with COMP.
-#define ECHO_OWNER_VARIANTS_OF_BITS(X, D, B) \
-  X(D, B, 32, false) X(D, B, 32, true) X(D, B, 16, false) X(D, B, 16, true) X(D, B, 8, true)
+template <int E, bool COMP>
+struct LaneShape {
+  static constexpr int kLaneElements = E;
+  static constexpr bool kCompensated = COMP;
+};
+template <class... Shapes>
+struct ShapeList {};
+using OwnerShapes = ShapeList<LaneShape<32, false>, LaneShape<32, true>, LaneShape<16, false>,
+                              LaneShape<16, true>, LaneShape<8, true>>;
+
+// Calls f(shape) for the shape of `e` elements per lane and compensator `comp`; false if none has it.
+template <class F, class... Shapes>
+bool with_shape(ShapeList<Shapes...>, int e, bool comp, F&& f) {
+  return ((e == Shapes::kLaneElements && comp == Shapes::kCompensated ? (f(Shapes{}), true) : false) || ...);
+}
+
+// Calls f(shape) for every shape, in the list's order.
+template <class F, class... Shapes>
+void for_each_shape(ShapeList<Shapes...>, F&& f) {
+  (f(Shapes{}), ...);
+}
 
 // Launches the variant of a call of this dtype and bit width (a.bits == BITS) from instance set SET.
 template <DType D, int BITS, int SET>
 cudaError_t launch_dtype_bits(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) {
   const Compensation c = compensation_of(a.comp.mode, a.comp.residual);
-  const bool comp = c != Compensation::kOff;
-  const int e = lane_elements(BITS, a.group, c);
-#define ECHO_LAUNCH(DD, B, EE, C) \
-  if (e == EE && comp == C) return launch_variant<DD, B, EE, C, SET>(a, last_round, grid, stream);
-  ECHO_OWNER_VARIANTS_OF_BITS(ECHO_LAUNCH, D, BITS)
-#undef ECHO_LAUNCH
-  return cudaErrorInvalidValue;
+  cudaError_t result = cudaErrorInvalidValue;
+  with_shape(OwnerShapes{}, lane_elements(BITS, a.group, c), c != Compensation::kOff, [&](auto shape) {
+    using S = decltype(shape);
+    result = launch_variant<D, BITS, S::kLaneElements, S::kCompensated, SET>(a, last_round, grid, stream);
+  });
+  return result;
 }
 
 // The kernels of a variant in instance set SET: the fused one, for split variants the push + reduce
@@ -143,21 +162,17 @@ struct Instances {
 template <DType D, int BITS, int SET>
 int blocks_per_sm_dtype_bits(int group, Compensation c) {
   int n = 1;
-  const bool comp = c != Compensation::kOff;
-  const int e = lane_elements(BITS, group, c);
-#define ECHO_PICK(DD, B, EE, C)                                                                    \
-  if (e == EE && comp == C) {                                                                      \
-    using I = Instances<DD, B, EE, C, SET>;                                                        \
-    const void* f[I::kCount];                                                                      \
-    I::list(f);                                                                                    \
-    n = 1 << 30;                                                                                   \
-    for (int k = 0; k < I::kCount; ++k) {                                                          \
-      const std::size_t smem = f[k] == I::tail() ? 0 : staged_bytes<DD, B, EE, C>();              \
-      if (f[k] != nullptr) n = std::min(n, resident_blocks_per_sm(f[k], smem));                    \
-    }                                                                                              \
-  }
-  ECHO_OWNER_VARIANTS_OF_BITS(ECHO_PICK, D, BITS)
-#undef ECHO_PICK
+  with_shape(OwnerShapes{}, lane_elements(BITS, group, c), c != Compensation::kOff, [&](auto shape) {
+    using S = decltype(shape);
+    using I = Instances<D, BITS, S::kLaneElements, S::kCompensated, SET>;
+    const void* f[I::kCount];
+    I::list(f);
+    n = 1 << 30;
+    for (int k = 0; k < I::kCount; ++k) {
+      const std::size_t smem = f[k] == I::tail() ? 0 : staged_bytes<D, BITS, S::kLaneElements, S::kCompensated>();
+      if (f[k] != nullptr) n = std::min(n, resident_blocks_per_sm(f[k], smem));
+    }
+  });
   return n;
 }
 
@@ -167,38 +182,32 @@ int blocks_per_sm_dtype_bits(int group, Compensation c) {
 template <DType D, int BITS, int SET>
 cudaError_t preload_dtype_bits() {
   cudaError_t e = cudaSuccess;
-#define ECHO_LOAD(DD, B, EE, C)                                                                     \
-  if (e == cudaSuccess) {                                                                           \
-    using I = Instances<DD, B, EE, C, SET>;                                                        \
-    const void* f[I::kCount];                                                                       \
-    I::list(f);                                                                                     \
-    for (int k = 0; k < I::kCount && e == cudaSuccess; ++k) {                                      \
-      if (f[k] == nullptr) continue;                                                                \
-      e = load_kernels({f[k]});                                                                     \
-      if (e == cudaSuccess && f[k] != I::tail() && staged_bytes<DD, B, EE, C>() > 0) {              \
-        e = cudaFuncSetAttribute(f[k], cudaFuncAttributeMaxDynamicSharedMemorySize,                 \
-                                 static_cast<int>(staged_bytes<DD, B, EE, C>()));                   \
-      }                                                                                             \
-    }                                                                                               \
-  }
-  ECHO_OWNER_VARIANTS_OF_BITS(ECHO_LOAD, D, BITS)
-#undef ECHO_LOAD
+  auto load = [&](auto shape) {
+    using S = decltype(shape);
+    using I = Instances<D, BITS, S::kLaneElements, S::kCompensated, SET>;
+    constexpr std::size_t kStagedBytes = staged_bytes<D, BITS, S::kLaneElements, S::kCompensated>();
+    const void* f[I::kCount];
+    I::list(f);
+    for (int k = 0; k < I::kCount && e == cudaSuccess; ++k) {
+      if (f[k] == nullptr) continue;
+      e = load_kernels({f[k]});
+      if (e == cudaSuccess && f[k] != I::tail() && kStagedBytes > 0) {
+        e = cudaFuncSetAttribute(f[k], cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kStagedBytes));
+      }
+    }
+  };
+  for_each_shape(OwnerShapes{}, [&](auto shape) {
+    if (e == cudaSuccess) load(shape);
+  });
   return e;
 }
 
-#undef ECHO_OWNER_VARIANTS_OF_BITS
-
 }  // namespace owner_detail
-}  // namespace echo::cuda
 
-// The host entry points of one dtype, bit width and instance set (kNoOptions or kOptionWide),
-// defined by its translation unit (owner_allreduce_<UNIT>.cu, UNIT = <dtype>_b<bits> or
-// <dtype>_b<bits>_wide) and called by owner_dispatch.cpp.
-#define ECHO_OWNER_UNIT(UNIT, D, BITS, SET)                                                         \
-  cudaError_t owner_allreduce_##UNIT(const CallArgs& a, bool last_round, int grid, cudaStream_t stream) { \
-    return owner_detail::launch_dtype_bits<D, BITS, SET>(a, last_round, grid, stream); \
-  }                                                                                                 \
-  int owner_blocks_per_sm_##UNIT(int group, Compensation comp) {                                    \
-    return owner_detail::blocks_per_sm_dtype_bits<D, BITS, SET>(group, comp);         \
-  }                                                                                                 \
-  cudaError_t owner_preload_##UNIT() { return owner_detail::preload_dtype_bits<D, BITS, SET>(); }
+template <DType D, int BITS, int SET>
+OwnerUnit owner_unit() {
+  return {&owner_detail::launch_dtype_bits<D, BITS, SET>, &owner_detail::blocks_per_sm_dtype_bits<D, BITS, SET>,
+          &owner_detail::preload_dtype_bits<D, BITS, SET>};
+}
+
+}  // namespace echo::cuda

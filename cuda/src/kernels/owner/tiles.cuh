@@ -6,7 +6,7 @@
 #include <cstddef>
 
 #include "kernel_args.h"
-#include "lane_ops.cuh"
+#include "device/lane_ops.cuh"
 
 namespace echo::cuda {
 namespace owner_detail {

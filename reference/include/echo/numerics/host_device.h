@@ -70,6 +70,16 @@ ECHO_HOST_DEVICE float div_rn(float a, float b) {
 #endif
 }
 
+// fp32(sqrt(a)), correctly rounded on both sides (std::sqrt is IEEE's correctly rounded square
+// root; __fsqrt_rn likewise).
+ECHO_HOST_DEVICE float sqrt_rn(float a) {
+#ifdef __CUDA_ARCH__
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
 // fp32(1 / a), correctly rounded on both sides (__frcp_rn is IEEE round-to-nearest, not an
 // approximation).
 ECHO_HOST_DEVICE float rcp_rn(float a) {

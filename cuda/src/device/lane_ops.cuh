@@ -3,8 +3,8 @@
 #pragma once
 
 #include "kernel_args.h"
-#include "flags.cuh"
-#include "lane_io.cuh"
+#include "device/flags.cuh"
+#include "device/lane_io.cuh"
 #include "echo/numerics/backward_scale.h"
 #include "echo/numerics/compensator_step.h"
 

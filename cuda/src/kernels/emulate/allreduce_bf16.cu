@@ -1,6 +1,6 @@
-// The emulation kernels for one dtype (emulate_allreduce.cuh), in a translation unit of their own so
+// The emulation kernels for one dtype (emulate/allreduce.cuh), in a translation unit of their own so
 // the three dtypes compile in parallel.
-#include "emulate_allreduce.cuh"
+#include "kernels/emulate/allreduce.cuh"
 
 namespace echo::cuda {
 template cudaError_t emulate_launch<DType::kBFloat16>(bool exact, const EmulateParams& p, cudaStream_t stream);

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "lane_ops.cuh"
+#include "device/lane_ops.cuh"
 
 namespace echo::cuda::device {
 

@@ -40,7 +40,7 @@ __device__ __forceinline__ void negate_flagged(const GroupLanes& gl, float (&v)[
 }
 
 // The stages h < E of numerics::hadamard_butterflies: both elements of each pair in this lane.
-// Shared with the emulation's rotation (kernels/emulate_rotation.cuh).
+// Shared with the emulation's rotation (kernels/emulate/rotation.cuh).
 template <int E>
 __device__ __forceinline__ void butterflies_in_lane(float (&w)[E]) {
 #pragma unroll

@@ -1,10 +1,10 @@
-// Each rank's lane in the one-GPU emulation (emulate_allreduce.cuh): where the lane lies in the
+// Each rank's lane in the one-GPU emulation (emulate/allreduce.cuh): where the lane lies in the
 // message, its loads and x' = x + c (a batch of ranks' loads at a time, per dtype), and its
 // compensator update from its residual (local, or global from the delivered output).
 #pragma once
 
 #include "emulate_args.h"
-#include "emulate_lanes.cuh"
+#include "kernels/emulate/lanes.cuh"
 
 namespace echo::cuda {
 namespace emulate_detail {

@@ -1,8 +1,8 @@
 // The one-GPU emulation's launchers (emulate_args.h): the backward max |x'| kernel and the dispatch
-// of the main kernels (emulate_allreduce.cuh, one translation unit per dtype).
+// of the main kernels (emulate/allreduce.cuh, one translation unit per dtype).
 #include "emulate_args.h"
-#include "block_max.cuh"
-#include "emulate_lanes.cuh"
+#include "device/block_max.cuh"
+#include "kernels/emulate/lanes.cuh"
 
 namespace echo::cuda {
 namespace {

@@ -14,9 +14,9 @@
 #pragma once
 
 #include "emulate_args.h"
-#include "emulate_lanes.cuh"
-#include "emulate_ranks.cuh"
-#include "emulate_rotation.cuh"
+#include "kernels/emulate/lanes.cuh"
+#include "kernels/emulate/ranks.cuh"
+#include "kernels/emulate/rotation.cuh"
 #include "kernels/instance_options.cuh"
 
 namespace echo::cuda {

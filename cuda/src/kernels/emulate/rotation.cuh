@@ -15,8 +15,8 @@
 #include <cstdint>
 
 #include "echo/numerics/hadamard.h"
-#include "hadamard_lanes.cuh"
-#include "lane_ops.cuh"
+#include "device/hadamard_lanes.cuh"
+#include "device/lane_ops.cuh"
 
 namespace echo::cuda::device {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "numerics.cuh"
+#include "device/numerics.cuh"
 
 namespace echo::cuda::device {
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "kernel_args.h"
-#include "numerics.cuh"
+#include "device/numerics.cuh"
 
 namespace echo::cuda::device {
 

@@ -1,0 +1,74 @@
+// The compensator's stream units (docs/numerics.md 6.1): per token row, the gains that carry the
+// state in residual-stream units through a site's post-norm, and the row RMS they are made of.
+#pragma once
+
+#include <cstddef>
+
+#include "echo/numerics/dtype_rounding.h"
+#include "echo/numerics/host_device.h"
+
+namespace echo::numerics {
+
+// A row's sum of squares is formed by this many lane sums (a warp's lanes on the device).
+constexpr int kRowLanes = 32;
+
+// One step of a lane's running sum: s = fp32(s + fp32(v * v)).
+ECHO_HOST_DEVICE float add_square(float s, float v) { return add_rn(s, mul_rn(v, v)); }
+
+// One level of the lanes' tree: lane l adds lane l ^ offset (offset 16, 8, 4, 2, 1 in turn). Both
+// operands are the same two values for lanes l and l ^ offset, so every lane holds the same sum.
+ECHO_HOST_DEVICE float add_lanes(float mine, float other) { return add_rn(mine, other); }
+
+// The sum of squares of v[0..n) in the contract's order: lane l sums v[l], v[l + 32], ... left to
+// right from 0, then the lanes' xor tree; the host form of what one warp computes.
+inline float row_sum_of_squares(const float* v, std::size_t n) {
+  float lanes[kRowLanes];
+  for (int l = 0; l < kRowLanes; ++l) {
+    float s = 0.0f;
+    for (std::size_t j = static_cast<std::size_t>(l); j < n; j += kRowLanes) s = add_square(s, v[j]);
+    lanes[l] = s;
+  }
+  for (int offset = kRowLanes / 2; offset >= 1; offset /= 2) {
+    float next[kRowLanes];
+    for (int l = 0; l < kRowLanes; ++l) next[l] = add_lanes(lanes[l], lanes[l ^ offset]);
+    for (int l = 0; l < kRowLanes; ++l) lanes[l] = next[l];
+  }
+  return lanes[0];
+}
+
+// rho = fp32(sqrt(fp32(q / float(n)))): the RMS of a row of n values whose sum of squares is q
+// (n < 2^24, so float(n) is exact).
+ECHO_HOST_DEVICE float row_rms(float sum_of_squares, float n) { return sqrt_rn(div_rn(sum_of_squares, n)); }
+
+// The two gains of one row: to_stream G = fp32(w / rho) takes a residual into stream units (the
+// update), from_stream R = fp32(rho / w) takes the correction back into the site's (the apply).
+// A row whose rho or w is 0 or not finite, or whose gains are not finite, carries nothing: 0 and 0.
+struct StreamGains {
+  float to_stream;
+  float from_stream;
+};
+
+ECHO_HOST_DEVICE StreamGains stream_gains(float weight_rms, float rho) {
+  const bool usable = rho > 0.0f && is_finite(rho) && weight_rms > 0.0f && is_finite(weight_rms);
+  if (!usable) return {0.0f, 0.0f};
+  const float g = div_rn(weight_rms, rho);
+  const float r = div_rn(rho, weight_rms);
+  if (!is_finite(g) || !is_finite(r)) return {0.0f, 0.0f};
+  return {g, r};
+}
+
+// The gains of a site without a post-norm (and of every backward call): 1 and 1, so each step below
+// is the paper's bit for bit.
+ECHO_HOST_DEVICE StreamGains unit_gains() { return {1.0f, 1.0f}; }
+
+// Apply: the correction c0 of numerics 6 in the site's units, c = fp32(c0 * R).
+ECHO_HOST_DEVICE float from_stream(float correction, float from_stream_gain) {
+  return mul_rn(correction, from_stream_gain);
+}
+
+// Update: the residual u in stream units, fp32(u * G), which the averages take in place of u.
+ECHO_HOST_DEVICE float to_stream(float residual, float to_stream_gain) {
+  return mul_rn(residual, to_stream_gain);
+}
+
+}  // namespace echo::numerics

@@ -1,0 +1,31 @@
+// What one all-reduce call knows of its site in the model (docs/numerics.md 6.1): what the
+// compensator's stream units need. Calls of other modes ignore it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "echo/status.h"
+
+namespace echo {
+
+struct SiteInfo {
+  // The model normalizes the site's output (an RMSNorm) before adding it to the residual stream.
+  // false: the gains are 1 (a pre-norm model's site), and the other fields are unused.
+  bool has_post_norm = false;
+  // Elements per token row: the norm's width. The message is count / row_length rows.
+  std::size_t row_length = 0;
+  // RMS of the norm's effective weights (Gemma's 1 + weight), as post_norm_weight_rms forms it.
+  float weight_rms = 0.0f;
+};
+
+// A site with a post-norm of these effective weights: row_length = weights.size() and
+// weight_rms = numerics::row_rms(numerics::row_sum_of_squares(weights), row_length).
+SiteInfo post_norm_site(const std::vector<float>& weights);
+
+// Whether `site` serves a call of `count` elements: a post-norm site needs row_length >= 1 dividing
+// count and a finite weight_rms > 0 (the message names what is wrong).
+Status validate_site(const SiteInfo& site, std::size_t count);
+
+}  // namespace echo

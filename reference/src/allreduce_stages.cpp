@@ -1,0 +1,265 @@
+// The stages of the reference all-reduce (docs/numerics.md sections 2.6 and 4-6), each over the
+// simulated ranks' buffers. The operations and their order are the contract; the loops are plain.
+#include "allreduce_stages.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "echo/numerics/backward_scale.h"
+#include "echo/numerics/compensator_step.h"
+#include "echo/rotation.h"
+#include "quantize_detail.h"
+
+namespace echo {
+namespace {
+
+// Sizes every buffer to count elements for `ranks` ranks, keeping capacity between calls.
+void size_buffers(std::vector<Buffer>& buffers, int ranks, std::size_t count) {
+  buffers.resize(static_cast<std::size_t>(ranks));
+  for (Buffer& b : buffers) b.resize(count);
+}
+
+void scale_by_power_of_two(const float* in, std::size_t count, int k, float* out) {
+  const float f = numerics::pow2(k);
+#pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
+  for (std::size_t i = 0; i < count; ++i) out[i] = in[i] * f;
+}
+
+float max_abs(const float* x, std::size_t count) {
+  float m = 0.0f;
+  int bad = 0;
+#pragma omp parallel for simd reduction(max : m) reduction(| : bad) if (count >= (1u << 16))
+  for (std::size_t i = 0; i < count; ++i) {
+    const float a = std::fabs(x[i]);
+    bad |= !numerics::is_finite(a);
+    m = a > m ? a : m;
+  }
+  return bad ? std::numeric_limits<float>::infinity() : m;
+}
+
+// One quantization as its receiver sees it: encode, then decode (the rotation is outside it).
+std::size_t encode(const CallPlan& c, const float* values, std::size_t len, Encoded& enc) {
+  const QuantSpec& q = c.spec.quant;
+  enc.codes.resize(len);
+  enc.params.resize(q.num_groups(len));
+  enc.outliers.resize(q.num_groups(len) * static_cast<std::size_t>(q.outliers));
+  return detail::quantize(q, values, len, enc.codes.data(), enc.params.data(), enc.outliers.data(),
+                          c.policy.scale_rounded_to_nearest);
+}
+
+void decode(const CallPlan& c, const Encoded& enc, std::size_t len, float* out) {
+  dequantize(c.spec.quant, enc.codes.data(), enc.params.data(), len, out, enc.outliers.data());
+}
+
+void transport(const CallPlan& c, const float* values, std::size_t len, float* out, Encoded& enc) {
+  encode(c, values, len, enc);
+  decode(c, enc, len, out);
+}
+
+// Groups of the message holding a non-finite value on any rank (the exact path's report).
+std::size_t count_nonfinite_groups(const float* const* in, int ranks, std::size_t count, std::size_t group) {
+  std::size_t groups = 0;
+  for (std::size_t begin = 0; begin < count; begin += group) {
+    const std::size_t end = std::min(count, begin + group);
+    bool bad = false;
+    for (int r = 0; r < ranks && !bad; ++r) {
+      for (std::size_t e = begin; e < end && !bad; ++e) bad = !std::isfinite(in[r][e]);
+    }
+    groups += bad ? 1 : 0;
+  }
+  return groups;
+}
+
+}  // namespace
+
+AlterationPolicy AlterationPolicy::of(Alteration alteration) {
+  AlterationPolicy p;
+  p.scale_rounded_to_nearest = alteration == Alteration::kScaleRoundedToNearest;
+  p.ranks_summed_in_reverse = alteration == Alteration::kRanksSummedInReverse;
+  return p;
+}
+
+CallPlan::CallPlan(const AllReduceSpec& spec_, int ranks_, std::size_t count_, Alteration alteration)
+    : spec(spec_),
+      ranks(ranks_),
+      count(count_),
+      segments(count_, spec_.quant.group, ranks_),
+      policy(AlterationPolicy::of(alteration)),
+      compensate(spec_.compensator.mode != CompensatorMode::kOff),
+      local(compensate && spec_.compensator.residual == ResidualMode::kLocal),
+      exact(count_ <= spec_.exact_max_count),
+      exact_rounded(exact && exact_path_rounds_x_prime(spec_)),
+      rotate(!exact && spec_.quant.rotation != Rotation::kNone) {}
+
+namespace stages {
+
+void sum_in_order(const float* const* in, int ranks, std::size_t count, const AlterationPolicy& policy,
+                  float* acc) {
+#pragma omp parallel for schedule(static) if (count >= (1u << 16))
+  for (std::size_t e = 0; e < count; ++e) {
+    float a = in[policy.rank_at(0, ranks)][e];
+    for (int step = 1; step < ranks; ++step) a = a + in[policy.rank_at(step, ranks)][e];
+    acc[e] = a;
+  }
+}
+
+void prepare(const CallPlan& c, Buffers& b) {
+  size_buffers(b.y, c.ranks, c.count);
+  b.acc.resize(c.count);
+  if (c.local) {
+    size_buffers(b.residual, c.ranks, c.count);
+    for (Buffer& u : b.residual) std::fill(u.begin(), u.end(), 0.0f);
+  }
+}
+
+void apply(const CallPlan& c, const float* const* inputs, const CompensatorState* states,
+           float* const* compensated, Buffers& b) {
+  size_buffers(b.x_prime, c.ranks, c.count);
+  for (int r = 0; r < c.ranks; ++r) {
+    Buffer& xp = b.x_prime[r];
+    std::copy_n(inputs[r], c.count, xp.data());
+    round_to_dtype(xp.data(), c.count, c.spec.dtype);
+    if (c.compensate) compensator_apply(c.spec.compensator, states[r], xp.data(), c.count, xp.data());
+    if (compensated != nullptr && compensated[r] != nullptr) std::copy_n(xp.data(), c.count, compensated[r]);
+  }
+}
+
+int backward_scale(const CallPlan& c, Buffers& b) {
+  b.k = 0;
+  if (c.spec.direction != Direction::kBackward) return 0;
+  float m = 0.0f;
+  for (int r = 0; r < c.ranks; ++r) m = std::max(m, max_abs(b.x_prime[r].data(), c.count));
+  b.k = numerics::backward_exponent(m);
+  if (b.k != 0) {
+    size_buffers(b.scaled, c.ranks, c.count);
+    for (int r = 0; r < c.ranks; ++r) scale_by_power_of_two(b.x_prime[r].data(), c.count, b.k, b.scaled[r].data());
+  }
+  return b.k;
+}
+
+void rotate(const CallPlan& c, Buffers& b) {
+  b.use_rotated = c.rotate;
+  if (!c.rotate) return;
+  size_buffers(b.rotated, c.ranks, c.count);
+  for (int r = 0; r < c.ranks; ++r) {
+    std::copy_n(b.send(r), c.count, b.rotated[r].data());
+    rotate_groups(c.spec.quant, b.rotated[r].data(), c.count);
+  }
+}
+
+const float* push(const CallPlan& c, int i, std::size_t begin, std::size_t len, Buffers& b) {
+  b.received.resize(len);
+  transport(c, b.quantized_send(i) + begin, len, b.received.data(), b.encoded);
+  if (c.local) {
+    // The residual is in the compensator's (unrotated) units: the push de-rotated.
+    const float* v = b.received.data();
+    if (b.use_rotated) {
+      b.unrotated.assign(b.received.begin(), b.received.end());
+      unrotate_groups(c.spec.quant, b.unrotated.data(), len);
+      v = b.unrotated.data();
+    }
+    const float unscale = numerics::pow2(-b.k);
+    float* u = b.residual[i].data() + begin;
+    const float* xp = b.x_prime[i].data() + begin;
+    for (std::size_t e = 0; e < len; ++e) u[e] = numerics::local_residual(xp[e], v[e] * unscale);
+  }
+  return b.received.data();
+}
+
+void reduce(const CallPlan& c, int j, std::size_t begin, std::size_t len, Buffers& b) {
+  float* acc = b.acc.data() + begin;
+  for (int step = 0; step < c.ranks; ++step) {
+    const int i = c.policy.rank_at(step, c.ranks);
+    const float* v = i == j ? b.quantized_send(i) + begin : push(c, i, begin, len, b);
+    if (step == 0) {
+      std::copy_n(v, len, acc);
+    } else {
+      for (std::size_t e = 0; e < len; ++e) acc[e] = acc[e] + v[e];
+    }
+  }
+}
+
+void reduce_ring(const CallPlan& c, int j, std::size_t begin, std::size_t len, Buffers& b) {
+  // The partial sum starts at rank j+1 and ends at the owner j, requantized at every hop.
+  float* acc = b.acc.data() + begin;
+  b.received.resize(len);
+  const int first = (j + 1) % c.ranks;
+  std::copy_n(b.quantized_send(first) + begin, len, acc);
+  for (int hop = 1; hop < c.ranks; ++hop) {
+    const int r = (first + hop) % c.ranks;
+    transport(c, acc, len, b.received.data(), b.encoded);
+    const float* own = b.quantized_send(r) + begin;
+    for (std::size_t e = 0; e < len; ++e) acc[e] = b.received[e] + own[e];
+  }
+}
+
+std::size_t gather(const CallPlan& c, std::size_t begin, std::size_t len, Buffers& b) {
+  const std::size_t poisoned = encode(c, b.acc.data() + begin, len, b.encoded);
+  for (int r = 0; r < c.ranks; ++r) {
+    decode(c, b.encoded, len, b.y[r].data() + begin);
+    unrotate_groups(c.spec.quant, b.y[r].data() + begin, len);
+  }
+  // The local residual's owner sum in unrotated units.
+  if (b.use_rotated && c.local) unrotate_groups(c.spec.quant, b.acc.data() + begin, len);
+  return poisoned;
+}
+
+std::size_t reduce_exact(const CallPlan& c, Buffers& b) {
+  std::vector<const float*> terms(c.ranks);
+  for (int r = 0; r < c.ranks; ++r) terms[r] = b.send(r);
+  if (c.exact_rounded) {
+    // Every rank's x' in bf16; in the local mode each rank's residual starts as its own rounding
+    // error, on every element.
+    size_buffers(b.rounded, c.ranks, c.count);
+    for (int r = 0; r < c.ranks; ++r) {
+      float* sr = b.rounded[r].data();
+      std::copy_n(terms[r], c.count, sr);
+      round_to_dtype(sr, c.count, c.spec.dtype);
+      terms[r] = sr;
+      if (c.local) {
+        float* ur = b.residual[r].data();
+        const float* xp = b.x_prime[r].data();
+        for (std::size_t e = 0; e < c.count; ++e) ur[e] = numerics::local_residual(xp[e], sr[e]);
+      }
+    }
+  }
+  sum_in_order(terms.data(), c.ranks, c.count, c.policy, b.acc.data());
+  for (int r = 0; r < c.ranks; ++r) std::copy(b.acc.begin(), b.acc.end(), b.y[r].begin());
+  return count_nonfinite_groups(terms.data(), c.ranks, c.count, static_cast<std::size_t>(c.spec.quant.group));
+}
+
+void deliver(const CallPlan& c, Buffers& b) {
+  for (int r = 0; r < c.ranks; ++r) {
+    float* yr = b.y[r].data();
+    if (b.k != 0) scale_by_power_of_two(yr, c.count, -b.k, yr);
+    round_to_dtype(yr, c.count, c.spec.dtype);
+  }
+}
+
+void update(const CallPlan& c, CompensatorState* states, Buffers& b) {
+  const float unscale = numerics::pow2(-b.k);
+  const float p = static_cast<float>(c.ranks);
+  b.u.resize(c.count);
+  for (int r = 0; r < c.ranks; ++r) {
+    const float* yr = b.y[r].data();
+    if (!c.local) {
+      const float* xp = b.x_prime[r].data();
+      for (std::size_t e = 0; e < c.count; ++e) b.u[e] = numerics::global_residual(xp[e], yr[e], p);
+      compensator_update(c.spec.compensator, states[r], b.u.data(), c.count);
+      continue;
+    }
+    // Owner's own segment: the gather error; pushed segments were filled by push. On the exact
+    // path with rounded x' the owner's own rounding error comes first.
+    float* ur = b.residual[r].data();
+    const float* acc = b.acc.data();
+    for (std::size_t e = c.segments.begin(r); e < c.segments.end(r); ++e) {
+      const float own = numerics::local_residual(acc[e] * unscale, yr[e]);
+      ur[e] = c.exact_rounded ? numerics::local_residual_sum(ur[e], own) : own;
+    }
+    compensator_update(c.spec.compensator, states[r], ur, c.count);
+  }
+}
+
+}  // namespace stages
+}  // namespace echo

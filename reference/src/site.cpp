@@ -1,0 +1,34 @@
+// SiteInfo from a post-norm's weights, and its check (echo/site.h).
+#include "echo/site.h"
+
+#include <cmath>
+
+#include "echo/numerics/stream_units.h"
+
+namespace echo {
+
+SiteInfo post_norm_site(const std::vector<float>& weights) {
+  SiteInfo site;
+  site.has_post_norm = true;
+  site.row_length = weights.size();
+  const float q = numerics::row_sum_of_squares(weights.data(), weights.size());
+  site.weight_rms = numerics::row_rms(q, static_cast<float>(weights.size()));
+  return site;
+}
+
+Status validate_site(const SiteInfo& site, std::size_t count) {
+  if (!site.has_post_norm) return Status::Ok();
+  if (site.row_length == 0 || count % site.row_length != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "the site's post-norm has " + std::to_string(site.row_length) +
+                      " elements per row, which does not divide the message's " + std::to_string(count) +
+                      " elements (compensator units 'stream' need whole token rows)");
+  }
+  if (!(site.weight_rms > 0.0f) || !std::isfinite(site.weight_rms)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "the site's post-norm weight RMS must be finite and > 0, got " + std::to_string(site.weight_rms));
+  }
+  return Status::Ok();
+}
+
+}  // namespace echo

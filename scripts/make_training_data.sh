@@ -7,4 +7,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
-exec "$python" -m echotk.train_data --corpora "${1:-../shared/corpora}" --out "${2:-data/training}"
+exec "$python" -m echotk.train.data --corpora "${1:-../shared/corpora}" --out "${2:-data/training}"

@@ -6,7 +6,7 @@
 # build/, which stays on a warm machine between calls); their CSVs, configs and logs (not the
 # states: 12 bytes per parameter) come back as $OUT/training-runs.tgz, with $OUT/summary.txt.
 # After each run the summary gives its validation loss: the lowest and its step, the last, and
-# whether it is flat within 1% (max / min) over the last fifth of the run (echotk.train_summary).
+# whether it is flat within 1% (max / min) over the last fifth of the run (echotk.train.summary).
 #
 #   bash scripts/train_gpu.sh --timing [KIND...]   # ~1 min after the install: tokens/s and the
 #                                                  # all-reduce share of each kind, 30 steps each
@@ -157,12 +157,12 @@ for name in "$@"; do
   params=$(grep -oE "^train: [0-9.]+ M parameters" "$run_dir/logs/$name.log" | tail -1)
   note "$name: rc=$rc ${params#train: }; ${status#train: } | ${speed#train: } (at $(elapsed) s)"
   [[ -f $run_dir/$name/train.csv ]] &&
-    note "  $("$python" -m echotk.train_summary "$run_dir/$name" 2>&1)"
+    note "  $("$python" -m echotk.train.summary "$run_dir/$name" 2>&1)"
 done
 if [[ $mode == select ]]; then
   note "selection (16-bit, seed 0, $tokens tokens; flat: max / min of the validation loss over the last fifth within 1%):"
   for name in "$@"; do
-    [[ -f $run_dir/$name/train.csv ]] && note "  $("$python" -m echotk.train_summary "$run_dir/$name" 2>&1) [$(model_flags "$name")]"
+    [[ -f $run_dir/$name/train.csv ]] && note "  $("$python" -m echotk.train.summary "$run_dir/$name" 2>&1) [$(model_flags "$name")]"
   done
 fi
 note "total $(elapsed) s"

@@ -14,8 +14,8 @@ import sys
 import torch
 
 import echotk
-from echotk.gguf_model import bos_id, load_model, load_tokenizer
-from echotk.ppl import plan_windows, read_text, window_ids
+from echotk.models import bos_id, load_model, load_tokenizer
+from echotk.eval.ppl import plan_windows, read_text, window_ids
 
 
 def main(argv=None) -> int:

@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from echotk.gguf_model import bos_id, load_model, load_tokenizer
+    from echotk.models import bos_id, load_model, load_tokenizer
 
     tokenizer, bos = load_tokenizer(args.gguf), bos_id(args.gguf)
     model = load_model(args.gguf)

@@ -1,4 +1,4 @@
-"""Checks the Gemma 3 tokenizer echotk uses (transformers' GGUF tokenizer, echotk.gguf_model) against
+"""Checks the Gemma 3 tokenizer echotk uses (transformers' GGUF tokenizer, echotk.models) against
 llama.cpp's sentencepiece algorithm written from the GGUF alone: user-defined tokens (type 4:
 newline runs, space runs, markup) split out first, longest first; spaces escaped as U+2581 (no
 prefix space: tokenizer.ggml.add_space_prefix is false); then the adjacent pair whose
@@ -15,8 +15,8 @@ import argparse
 import heapq
 import sys
 
-from echotk.gguf_model import _field, load_tokenizer
-from echotk.ppl import read_text
+from echotk.eval.ppl import read_text
+from echotk.models.gguf_file import load_tokenizer, read_field
 
 
 class SentencePieceReference:
@@ -24,9 +24,9 @@ class SentencePieceReference:
         import gguf
 
         reader = gguf.GGUFReader(path)
-        self.tokens = _field(reader, "tokenizer.ggml.tokens")
-        self.scores = _field(reader, "tokenizer.ggml.scores")
-        types = _field(reader, "tokenizer.ggml.token_type")
+        self.tokens = read_field(reader, "tokenizer.ggml.tokens")
+        self.scores = read_field(reader, "tokenizer.ggml.scores")
+        types = read_field(reader, "tokenizer.ggml.token_type")
         self.index = {t: i for i, t in enumerate(self.tokens) if types[i] in (1, 4)}
         self.user = sorted((t for t, k in zip(self.tokens, types) if k == 4), key=len, reverse=True)
         self.byte = {int(t[3:5], 16): i for i, t in enumerate(self.tokens) if types[i] == 6}

@@ -1,26 +1,19 @@
 #!/usr/bin/env python3
 """Paired comparison of `echotk ppl --csv` runs over the same windows: for each run, the mean
-per-window difference in log-perplexity against a baseline, with a 95% Student-t interval, and the
-perplexity ratio it implies. Prints a Markdown table.
+per-window difference in log-perplexity against a baseline, with a 95% Student-t interval
+(scipy.stats), and the perplexity ratio it implies. Prints a Markdown table.
 
     python3 tools/paired_ppl.py --baseline p4-16bit.csv p4-echo4.csv p4-nocomp4.csv ...
+
+The tables of the docs come from tools/results.py, which computes the same figures from the
+perplexity indices (tools/results_lib/ppl.py).
 """
 
 import argparse
-import csv
-import math
+import sys
 from pathlib import Path
 
-# Two-sided 97.5% Student-t quantiles for 1..30 degrees of freedom.
-T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
-
-def load(path: Path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    return {int(r["start"]): (float(r["nll_sum"]), int(r["predictions"])) for r in rows}
+from results_lib.ppl import DataError, compare, read_windows
 
 
 def main():
@@ -29,29 +22,19 @@ def main():
     parser.add_argument("runs", nargs="+", type=Path)
     args = parser.parse_args()
 
-    base = load(args.baseline)
+    try:
+        base = read_windows(str(args.baseline))
+        rows = [(path, compare(read_windows(str(path)), base)) for path in [args.baseline] + args.runs]
+    except DataError as e:
+        raise SystemExit(f"paired_ppl: {e}")
     print("| run | windows | tokens scored | perplexity | 95% CI (windows) | "
           "d log ppl vs baseline | 95% CI (paired) | ppl ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for path in [args.baseline] + args.runs:
-        run = load(path)
-        if sorted(run) != sorted(base):
-            raise SystemExit(f"{path}: windows differ from the baseline's")
-        starts = sorted(run)
-        means = [run[s][0] / run[s][1] for s in starts]
-        n = len(means)
-        total = sum(run[s][0] for s in starts) / sum(run[s][1] for s in starts)
-        t = T975[n - 2] if 2 <= n <= 31 else 1.96
-        sd = math.sqrt(sum((m - sum(means) / n) ** 2 for m in means) / (n - 1)) if n > 1 else 0.0
-        half = t * sd / math.sqrt(n)
-        diffs = [run[s][0] / run[s][1] - base[s][0] / base[s][1] for s in starts]
-        d = sum(diffs) / n
-        dsd = math.sqrt(sum((x - d) ** 2 for x in diffs) / (n - 1)) if n > 1 else 0.0
-        dhalf = t * dsd / math.sqrt(n)
-        print(f"| {path.stem} | {n} | {sum(run[s][1] for s in starts)} | {math.exp(total):.2f} | "
-              f"[{math.exp(total - half):.2f}, {math.exp(total + half):.2f}] | {d:+.4f} | "
-              f"[{d - dhalf:+.4f}, {d + dhalf:+.4f}] | {math.exp(d):.3f} |")
+    for path, s in rows:
+        print(f"| {path.stem} | {s.windows} | {s.predictions} | {s.perplexity:.2f} | "
+              f"[{s.ci[0]:.2f}, {s.ci[1]:.2f}] | {s.d:+.4f} | "
+              f"[{s.d_ci[0]:+.4f}, {s.d_ci[1]:+.4f}] | {s.ratio:.3f} |")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

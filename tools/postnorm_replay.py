@@ -24,6 +24,8 @@ import sys
 import h5py
 import numpy as np
 
+from echotk.advise import sites
+
 
 def post_norm_weights(path, sites):
     import gguf
@@ -35,10 +37,6 @@ def post_norm_weights(path, sites):
     names = [f"blk.{k // 2}." + ("post_attention_norm.weight" if k % 2 == 0 else "post_ffw_norm.weight")
              for k in range(sites)]
     return [np.asarray(tensors[n].data, dtype=np.float64) for n in names], eps
-
-
-def rms_norm(v, w, eps):
-    return v / np.sqrt(np.mean(v * v, axis=-1, keepdims=True) + eps) * w
 
 
 def main(argv=None) -> int:
@@ -53,28 +51,21 @@ def main(argv=None) -> int:
         hidden = int(t.attrs["hidden"])
         y = r["outputs"][:, :, 0, :].astype(np.float64)         # [passes, sites, n]
         e = r["net_error"][:].astype(np.float64)
-    passes, sites = x.shape[0], x.shape[1]
+    passes, num_sites = x.shape[0], x.shape[1]
     s = x.sum(axis=2)
-    peak_x = np.abs(x).max(axis=(0, 2, 3)) / np.sqrt((x ** 2).mean(axis=(0, 2, 3)))
-    peak_s = np.abs(s).max(axis=(0, 2)) / np.sqrt((s ** 2).mean(axis=(0, 2)))
+    peak_x = sites.peak_to_rms(x)
+    peak_s = sites.peak_to_rms(s[:, :, None, :])
     if args.gguf:
-        weights, eps = post_norm_weights(args.gguf, sites)
-        f = np.empty_like(e)
-        post = np.empty_like(e)
-        for k in range(sites):
-            yk = y[:, k].reshape(passes, -1, hidden)
-            ek = e[:, k].reshape(passes, -1, hidden)
-            post_exact = rms_norm(yk - ek, weights[k], eps)
-            f[:, k] = (rms_norm(yk, weights[k], eps) - post_exact).reshape(passes, -1)
-            post[:, k] = post_exact.reshape(passes, -1)
+        weights, eps = post_norm_weights(args.gguf, num_sites)
+        f, post = sites.post_norm_errors(y, e, hidden, lambda k, v: sites.rms_norm(v, weights[k], eps))
     else:
         f, post = e, s
-    ne, nf = np.linalg.norm(e, axis=2), np.linalg.norm(f, axis=2)        # [passes, sites]
-    rel_e = ne / np.linalg.norm(s, axis=2)
-    rel_f = nf / np.linalg.norm(post, axis=2)
+    ne, nf = sites.site_norms(e), sites.site_norms(f)        # [passes, sites]
+    rel_e = ne / sites.site_norms(s)
+    rel_f = nf / sites.site_norms(post)
     if args.per_site:
         print("site | kind | max|x|/rms(x) | max|sum|/rms(sum) | ||e|| | rel e | gain ||f||/||e|| | rel f")
-        for k in range(sites):
+        for k in range(num_sites):
             print(f"{k:4d} | {'attn' if k % 2 == 0 else 'mlp '} | {peak_x[k]:8.1f} | {peak_s[k]:8.1f} | "
                   f"{ne[:, k].mean():9.3f} | {rel_e[:, k].mean():.3f} | {(nf[:, k] / ne[:, k]).mean():.4g} | "
                   f"{rel_f[:, k].mean():.3f}")
@@ -82,14 +73,12 @@ def main(argv=None) -> int:
           f"{int(peak_x.argmax())}); of the sums: median {np.median(peak_s):.1f}, max {peak_s.max():.1f}")
     print(f"relative error per site ||e_k||/||sum x||: mean {rel_e.mean():.3f}; after the norm ||f_k||/||norm(sum)||: "
           f"mean {rel_f.mean():.3f}")
-    gain = nf / ne
+    gain = sites.norm_gain(f, e)
     print(f"norm gain ||f_k||/||e_k||: median {np.median(gain):.4g}, min {gain.min():.4g}, max {gain.max():.4g}")
-    for name, v, n in (("before the norm (e)", e, ne), ("after the norm (f)", f, nf)):
+    for name, v in (("before the norm (e)", e), ("after the norm (f)", f)):
         total = np.linalg.norm(v.sum(axis=1), axis=1)
-        cancel = total / np.sqrt((n ** 2).sum(axis=1))
-        S = np.linalg.norm(np.cumsum(v, axis=1), axis=2)
-        print(f"{name}: ||sum_k||/sqrt(sum ||.||^2) per pass {np.round(cancel, 3).tolist()}; "
-              f"max_t ||S_t|| / max_k ||.|| {S.max() / n.max():.3f}; final ||S|| per pass {np.round(total, 3).tolist()}")
+        print(f"{name}: ||sum_k||/sqrt(sum ||.||^2) per pass {np.round(sites.cancellation(v), 3).tolist()}; "
+              f"max_t ||S_t|| / max_k ||.|| {sites.partial_sum_peak(v):.3f}; final ||S|| per pass {np.round(total, 3).tolist()}")
     return 0
 
 

@@ -6,39 +6,27 @@ measured on a calibration text (a trace from `echotk capture --text CALIBRATION 
 codes in runs on another text (`echotk ppl --eight-bit-sites LIST`). For site k, over every pass
 and rank of /contributions [passes, sites, ranks, n]: max|x| / sqrt(mean x^2). Prints a table,
 then the comma-separated indices of the top --top sites (sorted), ready for --eight-bit-sites.
-Needs h5py and numpy.
+Needs h5py and echotk (echotk.advise.sites.peak_to_rms computes the ratios).
 """
 import argparse
 import sys
 
 try:
     import h5py
-    import numpy as np
 except ImportError as e:  # the message names what to install
-    sys.exit(f"rank_sites.py: {e}; install h5py and numpy (pip install h5py numpy)")
+    sys.exit(f"rank_sites.py: {e}; install h5py (pip install h5py)")
+
+from echotk.advise.sites import peak_to_rms
 
 
 def site_ratios(path):
     with h5py.File(path, "r") as f:
         if f.attrs.get("format") not in ("echo-trace", b"echo-trace"):
             raise ValueError(f"{path}: not an echo trace (root attribute format)")
-        data = f["contributions"]
-        if data.ndim != 4:
-            raise ValueError(f"{path}: /contributions must be [passes, sites, ranks, n], got {data.shape}")
-        passes, sites = data.shape[0], data.shape[1]
-        ratios = []
-        for k in range(sites):
-            peak, square_sum, count = 0.0, 0.0, 0
-            for p in range(passes):
-                x = np.asarray(data[p, k], dtype=np.float64)
-                if not np.all(np.isfinite(x)):
-                    raise ValueError(f"{path}: pass {p} site {k} holds a non-finite contribution")
-                peak = max(peak, float(np.max(np.abs(x))))
-                square_sum += float(np.sum(x * x))
-                count += x.size
-            rms = (square_sum / count) ** 0.5
-            ratios.append(peak / rms if rms > 0 else 0.0)
-    return ratios
+        try:
+            return list(peak_to_rms(f["contributions"]))
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from e
 
 
 def main():

@@ -103,7 +103,7 @@ Status TensorParallel::reduce(int site, SiteKind kind, const Matrix& input, cons
   }
   AllReduceReport report;
   Status status = allreduce(spec_.eight_bit_sites.empty() ? spec_.allreduce : spec_.site_spec(site), ranks,
-                            count, inputs, outputs, states_.data(), nullptr, &report);
+                            count, inputs, outputs, states_.data(), nullptr, &report, &workspace_);
   if (!status.ok()) {
     return Status(status.code(), "all-reduce at site " + std::to_string(site) + ": " +
                                      status.message());

@@ -57,11 +57,13 @@ Status run_allreduce(const AllReduceSpec& spec, int ranks, std::size_t count, st
     out[r] = y[r].data();
     comp[r] = xp[r].data();
   }
+  AllReduceWorkspace workspace;
   for (std::size_t k = 0; k < sites; ++k) {
     contributions(k, x);
     for (auto& v : x) round_to_dtype(v.data(), v.size(), spec.dtype);
     AllReduceReport report;
-    if (Status s = allreduce(spec, ranks, count, in.data(), out.data(), states.data(), comp.data(), &report);
+    if (Status s = allreduce(spec, ranks, count, in.data(), out.data(), states.data(), comp.data(), &report,
+                             &workspace);
         !s.ok()) {
       return s;
     }

@@ -6,14 +6,16 @@
     model = echotk.tensor_parallel(model, ranks=4, allreduce=ar)
     ar = echotk.distributed.AllReduce(group=None, spec=spec)   # one process per GPU (torchrun)
 
-docs/python.md describes the API.
+docs/python.md describes the API. The applications build on these names, as subpackages:
+echotk.eval (python -m echotk ppl), echotk.train (python -m echotk train), echotk.models (GGUF).
 """
 # torch before the extension: with the communicator, _C needs libnccl.so.2, and the copy torch loads
 # must come first (its own, which torch's symbols need; _C takes whichever is loaded).
 import torch  # noqa: F401
 
 from ._spec import Spec
-from ._allreduce import AllReduce, AllReduceReport, ExactAllReduce
+from ._allreduce import AllReduce, ExactAllReduce
+from ._report import AllReduceReport
 from .tensor_parallel import tensor_parallel
 from .capture import capture
 from . import distributed

@@ -1,10 +1,13 @@
-"""python -m echotk COMMAND: `ppl` (perplexity with tensor-parallel emulation) and `train`
-(tensor-parallel training of a small Llama, echotk.nn); docs/python.md."""
+"""python -m echotk COMMAND: `ppl` (perplexity with tensor-parallel emulation, echotk.eval.ppl),
+`train` (tensor-parallel training of a small Llama, echotk.train) and `advise` (the cheapest
+all-reduce setting within a perplexity budget, echotk.advise); docs/python.md,
+docs/python-training.md, docs/advise.md."""
 import sys
 
 USAGE = ("usage: python -m echotk ppl [options]     (python -m echotk ppl --help)\n"
-         "       python -m echotk train [options]   (python -m echotk train --help)")
-COMMANDS = ("ppl", "train")
+         "       python -m echotk train [options]   (python -m echotk train --help)\n"
+         "       python -m echotk advise [options]  (python -m echotk advise --help)")
+COMMANDS = ("ppl", "train", "advise")
 
 
 def main() -> int:
@@ -15,9 +18,11 @@ def main() -> int:
         print(f"echotk: unknown command {sys.argv[1]!r}\n{USAGE}", file=sys.stderr)
         return 2
     if sys.argv[1] == "ppl":
-        from .ppl import main as command
+        from .eval.ppl import main as command
+    elif sys.argv[1] == "advise":
+        from .advise.command import main as command
     else:
-        from .train import main as command
+        from .train.command import main as command
     return command(sys.argv[2:])
 
 

@@ -1,69 +1,16 @@
 """echotk.AllReduce (Echo, compensated) and echotk.ExactAllReduce (fp32 sum in rank order)."""
 from __future__ import annotations
 
-import dataclasses
-from typing import Optional, Tuple
+import functools
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import torch
 
 from . import _C, ops
+from ._report import AllReduceReport
 from ._spec import Spec
-
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-DIRECTIONS = ("forward", "backward")
-
-
-@dataclasses.dataclass(frozen=True)
-class AllReduceReport:
-    """What one call did. The norms are those of `echotk replay` (sim/src/replay.cpp), in float64
-    over ranks in order, with y the result, x the contributions and x' = x + c (compensated)."""
-
-    direction: str
-    poisoned_groups: int    # groups whose output is NaN (non-finite input or overflow)
-    scale_exponent: int     # backward calls: the shared power-of-two exponent k
-    exact_path: bool        # the small-message exact path ran
-    # The rest is None on the GPU when the AllReduce was made with norms=False.
-    nonfinite_inputs: Optional[int]   # NaN/Inf elements among the contributions
-    injected_error: Optional[float]   # ||delta|| = ||y - sum_i x'_i||
-    net_error: Optional[float]        # ||rho|| = ||y - sum_i x_i||
-    correction_norm: Optional[float]  # ||C|| = ||sum_i (x'_i - x_i)||
-    sum_norm: Optional[float]         # ||sum_i x_i||
-
-    @property
-    def relative_error(self) -> Optional[float]:
-        """||rho|| / ||sum_i x_i|| (0 when the sum is 0; None without norms)."""
-        if self.net_error is None:
-            return None
-        return self.net_error / self.sum_norm if self.sum_norm > 0 else 0.0
-
-    @staticmethod
-    def from_tensor(direction: str, values: torch.Tensor) -> "AllReduceReport":
-        v = values.detach().cpu().tolist()
-        return AllReduceReport(direction, int(v[0]), int(v[1]), bool(v[2]), int(v[3]), v[4], v[5],
-                               v[6], v[7])
-
-    @staticmethod
-    def from_device(direction: str, workspace: torch.Tensor, parts: Optional[torch.Tensor],
-                    compensated: Optional[torch.Tensor], out: Optional[torch.Tensor]) -> "AllReduceReport":
-        """The report of a GPU call: its workspace (copied to the host here, which waits for the
-        stream) and, when the call kept x', the norms of from_tensor computed on the GPU in float64,
-        rank sums in rank order as the reference forms them (the sums over elements are torch's, so
-        the norms may differ from the CPU's in the last bits)."""
-        poisoned, exponent, exact = _C.report_from_workspace(workspace.cpu())
-        if compensated is None or compensated.numel() == 0:
-            return AllReduceReport(direction, poisoned, exponent, exact, None, None, None, None, None)
-        x = parts.double()
-        xp = compensated.double()
-        sx, sxp = x[0].clone(), xp[0].clone()
-        for r in range(1, x.shape[0]):
-            sx += x[r]
-            sxp += xp[r]
-        y = out.double()
-        norm = lambda v: float(torch.linalg.vector_norm(v).item())  # noqa: E731
-        nonfinite = int((~torch.isfinite(parts)).sum().item())
-        return AllReduceReport(direction, poisoned, exponent, exact, nonfinite, norm(y - sxp), norm(y - sx),
-                               norm(sxp - sx), norm(sx))
+from ._util import DIRECTIONS, as_dtype, check_contiguous, check_direction, check_ranks, spec_or_default
 
 
 def _as_tensor(parts) -> torch.Tensor:
@@ -81,15 +28,10 @@ def _check_parts(parts: torch.Tensor, ranks: int, dtype: str, device: torch.devi
         raise ValueError(f"parts must have shape [P, n] with P = {ranks}, got {list(parts.shape)}")
     if parts.shape[1] < 1:
         raise ValueError("parts has no elements (shape [P, 0]); n must be >= 1")
-    want = TORCH_DTYPES[dtype]
-    if parts.dtype == torch.uint16 and dtype != "fp32":
-        parts = parts.view(want)
-    if parts.dtype != want:
-        raise ValueError(f"parts has dtype {parts.dtype} but the spec's dtype is {dtype} ({want})")
+    parts = as_dtype(parts, dtype, "parts")
     if parts.device.type != device.type or (device.index is not None and parts.device.index != device.index):
         raise ValueError(f"parts is on {parts.device} but this all-reduce runs on {device}")
-    if not parts.is_contiguous():
-        raise ValueError(f"parts (shape {list(parts.shape)}) is not contiguous; pass parts.contiguous()")
+    check_contiguous(parts, "parts")
     return parts
 
 
@@ -97,8 +39,7 @@ def _call_arguments(parts, direction: str, ranks: int, dtype: str,
                     device: torch.device) -> Tuple[torch.Tensor, bool]:
     """What every all-reduce call checks first: the direction, and parts as a checked tensor;
     raw_bits says parts came as uint16 bits, so the result goes back as bits too."""
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+    check_direction(direction)
     parts = _as_tensor(parts)
     raw_bits = parts.dtype == torch.uint16
     return _check_parts(parts, ranks, dtype, device), raw_bits
@@ -108,7 +49,7 @@ def _device(device, need_cuda_build: bool = True) -> torch.device:
     device = torch.device(device)
     if device.type == "cuda":
         if need_cuda_build:
-            ops._require_cuda_build()
+            ops.require_cuda_build()
         if device.index is None and torch.cuda.is_available():
             # "cuda" means the current GPU: a tensor on another one is refused, not moved.
             device = torch.device("cuda", torch.cuda.current_device())
@@ -142,9 +83,7 @@ class AllReduce:
     CPU reference always computes them."""
 
     def __init__(self, ranks: int, spec: Optional[Spec] = None, device="cpu", norms: bool = True):
-        self.spec = spec if spec is not None else Spec()
-        if not isinstance(self.spec, Spec):
-            raise TypeError(f"spec must be an echotk.Spec, got {type(self.spec).__name__}")
+        self.spec = spec_or_default(spec)
         self.spec.handle(ranks)  # ValueError for ranks or a spec out of range
         if torch.device(device).type == "cuda" and self.spec.outliers != 0:
             # The emulation implements wide groups and the rotation, not outliers sent exactly (its
@@ -157,13 +96,12 @@ class AllReduce:
         self._key = self.spec.key()
         self.norms = bool(norms)
         self._states = {d: _DirectionState() for d in DIRECTIONS}
-        self._report = None
+        self._read_report: Optional[Callable[[], AllReduceReport]] = None  # the last call's, when asked
 
     def reset(self, direction: Optional[str] = None):
         """Starts a pass: the compensator state of `direction` ("forward" or "backward"; None:
         both) begins again from zero at its next call."""
-        if direction is not None and direction not in DIRECTIONS:
-            raise ValueError(f"direction must be 'forward', 'backward' or None, got {direction!r}")
+        check_direction(direction, allow_none=True)
         for name, state in self._states.items():
             if direction is None or name == direction:
                 state.live = False
@@ -184,7 +122,7 @@ class AllReduce:
         out, report = torch.ops.echotk.allreduce(parts, state.m1, state.m2, self._key, self.ranks,
                                                  direction, not state.live)
         state.live = True
-        self._report = (direction, report)
+        self._read_report = functools.partial(AllReduceReport.from_tensor, direction, report)
         return out.view(torch.uint16) if raw_bits else out
 
     def _call_cuda(self, parts: torch.Tensor, state: _DirectionState, direction: str) -> torch.Tensor:
@@ -200,24 +138,20 @@ class AllReduce:
         out, workspace, compensated = torch.ops.echotk.emulate_allreduce(
             parts, state.state, self._key, self.ranks, direction, not state.live, self.norms)
         state.live = True
-        self._report = (direction, workspace, parts, compensated, out)
+        self._read_report = functools.partial(AllReduceReport.from_device, direction, workspace, parts,
+                                              compensated, out)
         return out
 
     @property
     def report(self) -> Optional[AllReduceReport]:
         """The last call's report (None before the first call). On the GPU this waits for the
         stream; read it outside CUDA-graph capture (after a replay it describes the replayed call)."""
-        if self._report is None:
-            return None
-        if len(self._report) == 5:
-            return AllReduceReport.from_device(*self._report)
-        return AllReduceReport.from_tensor(*self._report)
+        return None if self._read_report is None else self._read_report()
 
     def state(self, direction: str = "forward") -> Optional[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
         """The ranks' compensator averages of `direction` as host fp32 tensors (m1 [P, n], and m2
         [P, n] in the dual mode, else None); None with the compensator off or no call since reset()."""
-        if direction not in DIRECTIONS:
-            raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+        check_direction(direction)
         state = self._states[direction]
         if self.spec.compensator == "off" or not state.live:
             return None
@@ -226,7 +160,7 @@ class AllReduce:
             return state.m1.clone(), state.m2.clone() if dual else None
         m1 = torch.empty(self.ranks, state.n, dtype=torch.float32)
         m2 = torch.empty(self.ranks, state.n, dtype=torch.float32) if dual else m1.new_empty(0)
-        _C.download_state_cuda(ops._handle(self._key, self.ranks), state.state, state.n, m1, m2,
+        _C.download_state_cuda(ops.spec_handle(self._key, self.ranks), state.state, state.n, m1, m2,
                                torch.cuda.current_stream(state.state.device).cuda_stream)
         return m1, m2 if dual else None
 
@@ -241,32 +175,29 @@ class ExactAllReduce:
 
     def __init__(self, ranks: int, dtype: str = "bf16", device="cpu"):
         spec = Spec(dtype=dtype)
-        if isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= 8:
-            raise ValueError(f"ranks must lie in [1, 8], got {ranks!r}")
-        self.ranks = ranks
+        self.ranks = check_ranks(ranks)
         self.dtype = spec.dtype
         # The exact sum needs no CUDA build: on a GPU it runs as torch arithmetic (ops.py).
         self.device = _device(device, need_cuda_build=False)
-        self._report = None
+        self._read_report: Optional[Callable[[], AllReduceReport]] = None
 
     def reset(self, direction: Optional[str] = None):
-        if direction is not None and direction not in DIRECTIONS:
-            raise ValueError(f"direction must be 'forward', 'backward' or None, got {direction!r}")
+        """Nothing to start (no state); checks `direction` as AllReduce.reset does."""
+        check_direction(direction, allow_none=True)
 
     def __call__(self, parts, direction: str = "forward"):
         parts, raw_bits = _call_arguments(parts, direction, self.ranks, self.dtype, self.device)
         out, report = torch.ops.echotk.exact_allreduce(parts, self.dtype, self.ranks)
-        self._report = (direction, report)
+        self._read_report = functools.partial(AllReduceReport.from_tensor, direction, report)
         return out.view(torch.uint16) if raw_bits else out
 
     @property
     def report(self) -> Optional[AllReduceReport]:
-        if self._report is None:
-            return None
-        return AllReduceReport.from_tensor(*self._report)
+        """The last call's report (None before the first call): exact_path and the norms."""
+        return None if self._read_report is None else self._read_report()
 
     def __repr__(self):
         return f"echotk.ExactAllReduce(ranks={self.ranks}, dtype='{self.dtype}', device='{self.device}')"
 
 
-__all__ = ["AllReduce", "ExactAllReduce", "AllReduceReport", "TORCH_DTYPES"]
+__all__ = ["AllReduce", "ExactAllReduce", "AllReduceReport"]

@@ -10,6 +10,12 @@ id, torch.distributed broadcasts it, and every rank builds an Echo communicator
 (echo::cuda::create_from_nccl) on its current CUDA device. Ranks on one host that see each other's
 GPUs with peer access take the P2P transport (NVLink stores); otherwise all take the NCCL transport,
 which shares no memory. docs/python.md describes the API.
+
+Each call is the custom op `echotk::comm_allreduce(x, calls, comm, spec, direction, fresh) -> out`:
+one rank's call over the communicator registered here under the integer `comm`, on the current
+stream; x is this rank's [n] contribution, `calls` ([1] int64 on x's device) counts the
+direction's calls since the pass began (mutated: it orders the calls, whose compensator state
+lives in the communicator).
 """
 from __future__ import annotations
 
@@ -21,15 +27,42 @@ from typing import Optional
 import torch
 
 from . import _C, ops
-from ._allreduce import DIRECTIONS, TORCH_DTYPES, AllReduceReport
+from ._report import AllReduceReport
 from ._spec import Spec
+from ._util import DIRECTIONS, as_dtype, check_contiguous, check_direction, spec_or_default
 
 TRANSPORTS = ("auto", "p2p", "nccl")
 _ids = itertools.count(1)
+# The open communicators (_C.RankCommunicator) by the integer echotk::comm_allreduce takes.
+_COMMUNICATORS = {}
+
+
+@torch.library.custom_op("echotk::comm_allreduce", mutates_args=("calls",))
+def comm_allreduce(x: torch.Tensor, calls: torch.Tensor, comm: int, spec: str, direction: str,
+                   fresh: bool) -> torch.Tensor:
+    communicator = _COMMUNICATORS.get(comm)
+    if communicator is None:
+        raise RuntimeError(f"echotk::comm_allreduce: communicator {comm} is closed or was never made")
+    if x.device.type != "cuda":
+        raise ValueError(f"x is on {x.device}; echotk::comm_allreduce takes CUDA tensors")
+    out = torch.empty_like(x)
+    with torch.cuda.device(x.device):
+        communicator.allreduce(ops.spec_handle(spec, communicator.world), direction, x, out, fresh,
+                               torch.cuda.current_stream(x.device).cuda_stream)
+    if fresh:
+        calls.fill_(1)
+    else:
+        calls.add_(1)
+    return out
+
+
+@comm_allreduce.register_fake
+def _(x, calls, comm, spec, direction, fresh):
+    return torch.empty_like(x)
 
 
 def _require_communicator():
-    ops._require_cuda_build()
+    ops.require_cuda_build()
     if not getattr(_C, "HAS_COMMUNICATOR", False):
         raise RuntimeError("echotk was built without the communicator: echotk.distributed needs the extension "
                            "built with `-C cmake.define.ECHO_PYTHON_CUDA=ON` and ECHO_PYTHON_DISTRIBUTED=ON "
@@ -92,9 +125,7 @@ class AllReduce:
                                "first (torchrun sets its environment)")
         if not torch.cuda.is_available():
             raise RuntimeError("echotk.distributed.AllReduce needs a CUDA device; none is available")
-        self.spec = spec if spec is not None else Spec()
-        if not isinstance(self.spec, Spec):
-            raise TypeError(f"spec must be an echotk.Spec, got {type(self.spec).__name__}")
+        self.spec = spec_or_default(spec)
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
         self.group = group
@@ -139,7 +170,7 @@ class AllReduce:
         dist.broadcast_object_list(box, src=src, group=group)
         self._comm = _C.RankCommunicator(box[0], self.world, self.rank, self.device.index, transport)
         self._id = next(_ids)
-        ops._COMMUNICATORS[self._id] = self._comm
+        _COMMUNICATORS[self._id] = self._comm
 
     @property
     def closed(self) -> bool:
@@ -154,8 +185,7 @@ class AllReduce:
     def __call__(self, x, direction: str = "forward") -> torch.Tensor:
         if self.closed:
             raise RuntimeError("this echotk.distributed.AllReduce is closed")
-        if direction not in DIRECTIONS:
-            raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+        check_direction(direction)
         x, raw_bits = self._check(x)
         n = x.shape[0]
         if self._live[direction] and self._n[direction] != n:
@@ -175,17 +205,12 @@ class AllReduce:
             raise ValueError(f"x must have shape [n] (this rank's contribution), got {list(x.shape)}")
         if x.shape[0] < 1:
             raise ValueError("x has no elements; n must be >= 1")
-        raw_bits = x.dtype == torch.uint16 and self.dtype != "fp32"
-        if raw_bits:
-            x = x.view(TORCH_DTYPES[self.dtype])
-        if x.dtype != TORCH_DTYPES[self.dtype]:
-            raise ValueError(f"x has dtype {x.dtype} but the spec's dtype is {self.dtype} "
-                             f"({TORCH_DTYPES[self.dtype]})")
+        raw_bits = x.dtype == torch.uint16
+        x = as_dtype(x, self.dtype, "x")
         if x.device != self.device:
             raise ValueError(f"x is on {x.device} but this rank's communicator is on {self.device} "
                              "(the current device when it was made)")
-        if not x.is_contiguous():
-            raise ValueError(f"x (shape {list(x.shape)}) is not contiguous; pass x.contiguous()")
+        check_contiguous(x, "x")
         return x, raw_bits
 
     @property
@@ -197,14 +222,15 @@ class AllReduce:
         if self._last_direction is None or self.closed:
             return None
         poisoned, exponent, exact = self._comm.report()
-        return AllReduceReport(self._last_direction, poisoned, exponent, exact, None, None, None, None, None)
+        return AllReduceReport(direction=self._last_direction, poisoned_groups=poisoned, scale_exponent=exponent,
+                               exact_path=exact)
 
     def close(self):
         """Frees the communicator (waits for this GPU). Idempotent; later calls raise."""
         comm, self._comm = self._comm, None
         if comm is None:
             return
-        ops._COMMUNICATORS.pop(self._id, None)
+        _COMMUNICATORS.pop(self._id, None)
         comm.close()
 
     def __enter__(self):
@@ -227,8 +253,8 @@ class AllReduce:
 @atexit.register
 def _close_all():
     # Before the CUDA runtime and NCCL go away at exit: communicators still open are freed here.
-    for key in list(ops._COMMUNICATORS):
-        comm = ops._COMMUNICATORS.pop(key, None)
+    for key in list(_COMMUNICATORS):
+        comm = _COMMUNICATORS.pop(key, None)
         try:
             comm.close()
         except Exception:  # noqa: BLE001 - best effort at exit

@@ -5,49 +5,79 @@
   (direction "backward").
 - RowParallelLinear (attention output, down): rank r owns a slice of the input features; forward
   all-reduces the P partial outputs (direction "forward"), backward is the identity (every rank
-  gets the full output gradient).
+  gets the full output gradient). Its weight is its own shards [P, in / P, out] (a model built
+  from these layers, echotk.train) or a Hugging Face Linear's [out, in] weight and bias
+  (RowParallelLinear.from_linear, what echotk.tensor_parallel builds).
 
-The P ranks' matmuls are one torch.bmm over a [P, ...] weight. Every all-reduce goes through the
-TensorParallelGroup's echotk.AllReduce (or ExactAllReduce): one instance for all sites, whose
-per-direction compensator state runs along the sites of a pass (forward sites in forward order,
-backward sites in the order backward visits them) and is reset at the start of each pass, as the
-paper's Sec. 5.1 and 5.4 do ("one pair serves all sites of a pass", one pair per direction).
-Call group.begin_pass("forward") before a forward pass; group.backward_start(output) puts a node on
-the output whose backward resets the backward state before any backward site runs
-(echotk.train_model.TPLlama does both).
+The P ranks' matmuls are one torch.bmm. Every all-reduce goes through the TensorParallelGroup's
+echotk.AllReduce (or ExactAllReduce): one instance for all sites, whose per-direction compensator
+state runs along the sites of a pass (forward sites in forward order, backward sites in the order
+backward visits them) and is reset at the start of each pass, as the paper's Sec. 5.1 and 5.4 do
+("one pair serves all sites of a pass", one pair per direction). Call group.begin_pass("forward")
+before a forward pass; group.backward_start(output) puts a node on the output whose backward
+resets the backward state before any backward site runs (echotk.train.model.TPLlama does both).
+
+The group holds the model's sites: one Site record per all-reduce site (index, kind, post-norm
+weight), which its layers share and every all-reduce call carries.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 
-from ._allreduce import DIRECTIONS, TORCH_DTYPES
+from ._util import TORCH_DTYPES, check_allreduce_ranks, check_direction, check_ranks
 
-ATTENTION, MLP = 0, 1  # site kinds, as echotk.tensor_parallel and /site_kind of the trace format
+ATTENTION, MLP = 0, 1  # site kinds, as /site_kind of the trace format (docs/trace-format.md)
+KINDS = (ATTENTION, MLP)
 
-# Called after every all-reduce: (direction, site, kind, parts [P, n], out [n]).
+
+@dataclasses.dataclass(eq=False)
+class Site:
+    """One all-reduce site of a model: its index (0, 1, ... in forward order), its kind (ATTENTION
+    or MLP), and post_norm, the weight of the RMSNorm the model applies to the site's output
+    before adding it to the residual stream, as the model stores it (Gemma 3's
+    post_attention_layernorm and post_feedforward_layernorm, whose scale is 1 + weight; None for
+    pre-norm models: Llama, Mistral, Qwen, echotk.train's TPLlama). post_norm is the model's own
+    Parameter, so it follows the model across devices."""
+
+    index: int
+    kind: int
+    post_norm: Optional[torch.Tensor] = None
+
+    def __repr__(self):
+        norm = "None" if self.post_norm is None else f"<weight {list(self.post_norm.shape)}>"
+        return f"Site(index={self.index}, kind={self.kind}, post_norm={norm})"
+
+
+# Called after every all-reduce: (direction, site index, kind, parts [P, n], out [n]).
 Observer = Callable[[str, int, int, torch.Tensor, torch.Tensor], None]
 
 
 class TensorParallelGroup:
-    """What the sites of one model share: the P-rank all-reduce, and optional instruments.
+    """What the sites of one model share: the P-rank all-reduce, the sites, and instruments.
+
+    sites: the Site records, by index (site() makes them as the layers are built).
+    An all-reduce whose class sets `takes_site = True` is called as allreduce(parts, direction,
+    site=Site), so that it can act on the site; others (echotk.AllReduce, ExactAllReduce) are
+    called as allreduce(parts, direction).
 
     record_reports: after each call keep (direction, site, kind, AllReduceReport) in `reports`
     (reading a GPU report waits for the stream; turn it on only for the steps you sample).
     timing: add each call's time to allreduce_seconds() (CUDA events on a GPU, no host wait).
-    observer: called with each call's contributions and result (tests)."""
+    observer: called with each call's contributions and result (tests, echotk.capture)."""
 
     def __init__(self, ranks: int, allreduce):
-        if isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= 8:
-            raise ValueError(f"ranks must lie in [1, 8], got {ranks!r}")
-        if getattr(allreduce, "ranks", None) != ranks:
-            raise ValueError(f"allreduce has ranks={getattr(allreduce, 'ranks', None)} but ranks={ranks}")
+        check_ranks(ranks)
+        check_allreduce_ranks(allreduce, ranks)
         self.ranks = ranks
         self.allreduce = allreduce
         self.dtype = TORCH_DTYPES[allreduce.dtype]
+        self._sites: Dict[int, Site] = {}
+        self._takes_site = bool(getattr(type(allreduce), "takes_site", False))
         self.record_reports = False
         self.reports: List[Tuple[str, int, int, object]] = []
         self.timing = False
@@ -55,11 +85,30 @@ class TensorParallelGroup:
         self._events: List[Tuple[torch.cuda.Event, torch.cuda.Event]] = []
         self.observer: Optional[Observer] = None
 
+    @property
+    def sites(self) -> List[Site]:
+        """The sites in index order."""
+        return [self._sites[i] for i in sorted(self._sites)]
+
+    def site(self, index: int, kind: int, post_norm: Optional[torch.Tensor] = None) -> Site:
+        """The record of site `index`, made at its first use; later uses (a site's column- and
+        row-parallel layers share it) must name the same kind and give no other post_norm."""
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError(f"site index must be an integer >= 0, got {index!r}")
+        if kind not in KINDS:
+            raise ValueError(f"site {index}: kind must be ATTENTION (0) or MLP (1), got {kind!r}")
+        record = self._sites.get(index)
+        if record is None:
+            record = self._sites[index] = Site(index, kind, post_norm)
+        elif record.kind != kind:
+            raise ValueError(f"site {index} is of kind {record.kind} already, not {kind}")
+        elif post_norm is not None and post_norm is not record.post_norm:
+            raise ValueError(f"site {index} has its post_norm already")
+        return record
+
     def begin_pass(self, direction: str):
         """Starts a pass of `direction`: its compensator state begins from zero."""
-        if direction not in DIRECTIONS:
-            raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
-        self.allreduce.reset(direction)
+        self.allreduce.reset(check_direction(direction))
 
     def reset(self):
         """Both directions' compensator states from zero (the explicit form of the pass hooks)."""
@@ -71,9 +120,10 @@ class TensorParallelGroup:
             return output
         return _BackwardStart.apply(output, self)
 
-    def all_reduce(self, parts: torch.Tensor, direction: str, site: int, kind: int) -> torch.Tensor:
-        """[P, ...] contributions -> [...] sum, each rank's part rounded to the all-reduce's dtype
-        first (what a rank's 16-bit GEMM hands over); the result comes back in parts' dtype."""
+    def all_reduce(self, parts: torch.Tensor, direction: str, site: Site) -> torch.Tensor:
+        """[P, ...] contributions of `site` -> [...] sum, each rank's part rounded to the
+        all-reduce's dtype first (what a rank's 16-bit GEMM hands over); the result comes back in
+        parts' dtype."""
         shape = parts.shape[1:]
         flat = parts.to(self.dtype).reshape(self.ranks, -1).contiguous()
         cuda = flat.is_cuda
@@ -83,7 +133,7 @@ class TensorParallelGroup:
                 start.record()
             else:
                 begin = time.perf_counter()
-        out = self.allreduce(flat, direction)
+        out = self.allreduce(flat, direction, site=site) if self._takes_site else self.allreduce(flat, direction)
         if self.timing:
             if cuda:
                 end.record()
@@ -91,9 +141,9 @@ class TensorParallelGroup:
             else:
                 self._cpu_seconds += time.perf_counter() - begin
         if self.record_reports:
-            self.reports.append((direction, site, kind, self.allreduce.report))
+            self.reports.append((direction, site.index, site.kind, self.allreduce.report))
         if self.observer is not None:
-            self.observer(direction, site, kind, flat, out)
+            self.observer(direction, site.index, site.kind, flat, out)
         return out.reshape(shape).to(parts.dtype)
 
     def allreduce_seconds(self) -> float:
@@ -126,13 +176,13 @@ class _CopyToRanks(torch.autograd.Function):
     backward all-reduces the P ranks' partial input gradients."""
 
     @staticmethod
-    def forward(ctx, x, group, site, kind):
-        ctx.group, ctx.site, ctx.kind = group, site, kind
+    def forward(ctx, x, group, site):
+        ctx.group, ctx.site = group, site
         return x.unsqueeze(0).expand(group.ranks, *x.shape)
 
     @staticmethod
     def backward(ctx, grad):
-        return ctx.group.all_reduce(grad, "backward", ctx.site, ctx.kind), None, None, None
+        return ctx.group.all_reduce(grad, "backward", ctx.site), None, None
 
 
 class _ReduceFromRanks(torch.autograd.Function):
@@ -140,13 +190,13 @@ class _ReduceFromRanks(torch.autograd.Function):
     hands every rank the full output gradient."""
 
     @staticmethod
-    def forward(ctx, parts, group, site, kind):
+    def forward(ctx, parts, group, site):
         ctx.ranks = group.ranks
-        return group.all_reduce(parts, "forward", site, kind)
+        return group.all_reduce(parts, "forward", site)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.unsqueeze(0).expand(ctx.ranks, *grad.shape), None, None, None
+        return grad.unsqueeze(0).expand(ctx.ranks, *grad.shape), None, None
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -155,6 +205,11 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
     if torch.is_autocast_enabled(device):
         return torch.get_autocast_dtype(device)
     return x.dtype
+
+
+def slice_begin(in_features: int, ranks: int, rank: int) -> int:
+    """First input feature of rank `rank` (model/src/tensor_parallel.cpp, docs/model.md)."""
+    return in_features * rank // ranks
 
 
 class ColumnParallelLinear(nn.Module):
@@ -173,6 +228,7 @@ class ColumnParallelLinear(nn.Module):
             if o < 1 or o % P:
                 raise ValueError(f"site {site}: output width {o} is not a positive multiple of ranks={P}")
         self.group, self.site, self.kind = group, site, kind
+        self.site_record = group.site(site, kind)
         self.in_features, self.outs, self._single = in_features, outs, isinstance(out_features, int)
         self.weight = nn.Parameter(torch.empty(P, in_features, sum(outs) // P))
         nn.init.normal_(self.weight, std=init_std)
@@ -181,8 +237,8 @@ class ColumnParallelLinear(nn.Module):
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
         dtype = compute_dtype(x)
-        xs = _CopyToRanks.apply(flat.to(dtype), self.group, self.site, self.kind)  # [P, T, in]
-        ys = torch.bmm(xs, self.weight.to(dtype))                                   # [P, T, sum o / P]
+        xs = _CopyToRanks.apply(flat.to(dtype), self.group, self.site_record)  # [P, T, in]
+        ys = torch.bmm(xs, self.weight.to(dtype))                              # [P, T, sum o / P]
         P = self.group.ranks
         pieces = ys.split([o // P for o in self.outs], dim=-1)
         outs = tuple(p.transpose(0, 1).reshape(*lead, o) for p, o in zip(pieces, self.outs))
@@ -202,37 +258,84 @@ class ColumnParallelLinear(nn.Module):
 
 
 class RowParallelLinear(nn.Module):
-    """y = x W^T with rank r owning input features [r * in / P, (r + 1) * in / P) (weight[r]:
-    [in / P, out]); the P partial products are all-reduced."""
+    """y = x W^T (+ bias, added once after the all-reduce) with rank r owning input features
+    [slice_begin(in, P, r), slice_begin(in, P, r + 1)); the P partial products are all-reduced.
+
+    RowParallelLinear(group, in, out, site, kind) has its own shards, weight[r] = [in / P, out]
+    (P must divide in). With linear= (RowParallelLinear.from_linear) it computes with the Linear's
+    own weight [out, in] and bias, the same Parameters (state_dict keys stay), P any number up to
+    in; post_norm= goes to the site's record (Site.post_norm)."""
 
     def __init__(self, group: TensorParallelGroup, in_features: int, out_features: int, site: int, kind: int,
-                 init_std: float = 0.02):
+                 init_std: float = 0.02, *, linear: Optional[nn.Linear] = None,
+                 post_norm: Optional[torch.Tensor] = None):
         super().__init__()
         P = group.ranks
-        if in_features < 1 or in_features % P:
+        if linear is None and (in_features < 1 or in_features % P):
             raise ValueError(f"site {site}: input width {in_features} is not a positive multiple of ranks={P}")
+        if linear is not None and (linear.in_features, linear.out_features) != (in_features, out_features):
+            raise ValueError(f"site {site}: the Linear is [{linear.out_features}, {linear.in_features}], "
+                             f"not [{out_features}, {in_features}]")
+        if in_features < P:
+            raise ValueError(f"site {site} has {in_features} input features for {P} ranks")
         self.group, self.site, self.kind = group, site, kind
+        self.site_record = group.site(site, kind, post_norm)
         self.in_features, self.out_features = in_features, out_features
-        self.weight = nn.Parameter(torch.empty(P, in_features // P, out_features))
-        nn.init.normal_(self.weight, std=init_std)
+        if linear is None:
+            self.weight = nn.Parameter(torch.empty(P, in_features // P, out_features))
+            nn.init.normal_(self.weight, std=init_std)
+            self.bias: Optional[nn.Parameter] = None
+            return
+        self.weight, self.bias = linear.weight, linear.bias
+        if in_features % P:
+            # Uneven slices: gather each rank's features into a zero-padded [P, width] block
+            # (index in_features is a zero column), so one batched matmul still does all ranks.
+            bounds = [slice_begin(in_features, P, r) for r in range(P + 1)]
+            index = torch.full((P, max(hi - lo for lo, hi in zip(bounds, bounds[1:]))), in_features,
+                               dtype=torch.long, device=linear.weight.device)
+            for r, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+                index[r, : hi - lo] = torch.arange(lo, hi)
+            self.register_buffer("_index", index, persistent=False)
+
+    @classmethod
+    def from_linear(cls, group: TensorParallelGroup, linear: nn.Linear, site: int, kind: int,
+                    post_norm: Optional[torch.Tensor] = None) -> "RowParallelLinear":
+        """The row-parallel form of `linear`, computing with its weight and bias (the same
+        Parameters); post_norm goes to the site's record (Site.post_norm)."""
+        return cls(group, linear.in_features, linear.out_features, site, kind, linear=linear, post_norm=post_norm)
+
+    def partial_sums(self, x: torch.Tensor) -> torch.Tensor:
+        """[P, tokens, out]: rank r's x[:, slice_r] @ W[:, slice_r]^T, one batched matmul."""
+        P, tokens = self.group.ranks, x.shape[0]
+        if self.weight.dim() == 3:                                                 # own shards
+            xs = x.reshape(tokens, P, self.in_features // P).transpose(0, 1)       # [P, T, in / P]
+            return torch.bmm(xs, self.weight.to(x.dtype))
+        if self.in_features % P == 0:                                              # a Linear's, even
+            width = self.in_features // P
+            xs = x.reshape(tokens, P, width).transpose(0, 1)                       # [P, T, w]
+            ws = self.weight.reshape(self.out_features, P, width).permute(1, 2, 0)  # [P, w, out]
+        else:                                                                      # a Linear's, uneven
+            pad = lambda t: torch.cat([t, t.new_zeros(t.shape[0], 1)], dim=1)  # noqa: E731
+            xs = pad(x)[:, self._index].transpose(0, 1)                            # [P, T, w]
+            ws = pad(self.weight)[:, self._index].permute(1, 2, 0)                 # [P, w, out]
+        return torch.bmm(xs, ws.to(xs.dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
-        P = self.group.ranks
-        dtype = compute_dtype(x)
-        xs = x.reshape(-1, P, self.in_features // P).transpose(0, 1).to(dtype)  # [P, T, in / P]
-        parts = torch.bmm(xs, self.weight.to(dtype))                            # [P, T, out]
-        y = _ReduceFromRanks.apply(parts, self.group, self.site, self.kind)
-        return y.reshape(*lead, self.out_features)
+        parts = self.partial_sums(x.reshape(-1, self.in_features).to(compute_dtype(x)))
+        y = _ReduceFromRanks.apply(parts, self.group, self.site_record).reshape(*lead, self.out_features)
+        return y if self.bias is None else y + self.bias
 
     def full_weight(self) -> torch.Tensor:
         """The nn.Linear weight [out, in] these shards make up."""
+        if self.weight.dim() == 2:
+            return self.weight
         return self.weight.permute(2, 0, 1).reshape(self.out_features, self.in_features)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, ranks={self.group.ranks}, "
-                f"site={self.site}")
+                f"site={self.site}, bias={self.bias is not None}")
 
 
-__all__ = ["TensorParallelGroup", "ColumnParallelLinear", "RowParallelLinear", "ATTENTION", "MLP",
-           "compute_dtype"]
+__all__ = ["TensorParallelGroup", "Site", "ColumnParallelLinear", "RowParallelLinear", "ATTENTION", "MLP",
+           "compute_dtype", "slice_begin"]

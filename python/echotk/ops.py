@@ -9,11 +9,8 @@ with no host synchronization (CUDA graphs capture it): `state` is the direction'
 compensator state (mutated; reset first when fresh), `workspace` holds the report on the device
 (_C.report_from_workspace decodes a host copy), `compensated` is x' [P, n] fp32 when
 keep_compensated, else empty. `echotk::exact_allreduce(parts, dtype, ranks) -> (out, report)` is
-the exact sum on either device. `echotk::comm_allreduce(x, calls, comm, spec, direction, fresh) ->
-out` runs one rank's call of echotk.distributed.AllReduce over the communicator registered under
-the integer `comm`, on the current stream: x is this rank's [n] contribution, `calls` ([1] int64 on
-x's device) counts the direction's calls since the pass began (mutated: it orders the calls, whose
-compensator state lives in the communicator).
+the exact sum on either device. (echotk.distributed declares `echotk::comm_allreduce`, beside the
+communicators it calls.)
 """
 from __future__ import annotations
 
@@ -23,21 +20,20 @@ from typing import Tuple
 import torch
 
 from . import _C
+from ._report import SLOT
 from ._spec import Spec
 
-REPORT_SLOTS = _C.REPORT_SLOTS
-
-
-# echotk.distributed's communicators (_C.RankCommunicator) by the integer the op takes.
-_COMMUNICATORS = {}
+REPORT_SLOTS = _C.REPORT_SLOTS  # float64 values of a report array (echotk.AllReduceReport names them)
 
 
 @functools.lru_cache(maxsize=None)
-def _handle(spec_key: str, ranks: int):
+def spec_handle(spec_key: str, ranks: int):
+    """The C++ spec of a Spec.key() for `ranks` ranks, made once per key and rank count."""
     return Spec.from_key(spec_key).handle(ranks)
 
 
-def _require_cuda_build():
+def require_cuda_build():
+    """RuntimeError unless the extension was built with the CUDA kernels."""
     if not getattr(_C, "HAS_CUDA", False):
         raise RuntimeError("echotk was built without CUDA: device='cuda' needs the extension built "
                            "with `pip install . -C cmake.define.ECHO_PYTHON_CUDA=ON` on a machine with nvcc")
@@ -48,7 +44,7 @@ def allreduce(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, spec: str
               direction: str, fresh: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     out = torch.empty(parts.shape[1], dtype=parts.dtype, device=parts.device)
     report = torch.zeros(REPORT_SLOTS, dtype=torch.float64, device=parts.device)
-    handle = _handle(spec, ranks)
+    handle = spec_handle(spec, ranks)
     if parts.device.type != "cpu":
         raise ValueError(f"parts is on {parts.device}; echotk::allreduce takes CPU tensors "
                          "(CUDA tensors: echotk::emulate_allreduce)")
@@ -64,8 +60,8 @@ def _(parts, m1, m2, spec, ranks, direction, fresh):
 
 def state_bytes(spec: str, ranks: int, n: int) -> int:
     """Bytes of one direction's GPU compensator state for n elements per rank (0: compensator off)."""
-    _require_cuda_build()
-    return _C.emulate_state_bytes(_handle(spec, ranks), n)
+    require_cuda_build()
+    return _C.emulate_state_bytes(spec_handle(spec, ranks), n)
 
 
 @torch.library.custom_op("echotk::emulate_allreduce", mutates_args=("state",))
@@ -73,7 +69,7 @@ def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks
                       fresh: bool, keep_compensated: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     if parts.device.type != "cuda":
         raise ValueError(f"parts is on {parts.device}; echotk::emulate_allreduce takes CUDA tensors")
-    _require_cuda_build()
+    require_cuda_build()
     n = parts.shape[1]
     out = torch.empty(n, dtype=parts.dtype, device=parts.device)
     # Zeroed: the kernel writes only the report's bytes, and the op's outputs must be deterministic.
@@ -82,7 +78,7 @@ def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks
     compensated = torch.empty(shape, dtype=torch.float32, device=parts.device)
     with torch.cuda.device(parts.device):
         # The kernel runs on the caller's current stream (CUDA graphs capture it there).
-        _C.allreduce_cuda(_handle(spec, ranks), direction, parts, out, state, fresh, workspace, compensated,
+        _C.allreduce_cuda(spec_handle(spec, ranks), direction, parts, out, state, fresh, workspace, compensated,
                           torch.cuda.current_stream(parts.device).cuda_stream)
     return out, workspace, compensated
 
@@ -107,7 +103,7 @@ def exact_allreduce(parts: torch.Tensor, dtype: str, ranks: int) -> Tuple[torch.
     for r in range(1, parts.shape[0]):
         acc = acc + parts[r].float()
     report = torch.zeros(REPORT_SLOTS, dtype=torch.float64, device=parts.device)
-    report.narrow(0, 2, 1).fill_(1.0)  # a fill, not a copy from the host: CUDA graphs can capture it
+    report.narrow(0, SLOT["exact_path"], 1).fill_(1.0)  # a fill, not a host copy: CUDA graphs capture it
     return acc.to(parts.dtype), report
 
 
@@ -115,27 +111,3 @@ def exact_allreduce(parts: torch.Tensor, dtype: str, ranks: int) -> Tuple[torch.
 def _(parts, dtype, ranks):
     return (parts.new_empty(parts.shape[1]),
             parts.new_empty(REPORT_SLOTS, dtype=torch.float64))
-
-
-@torch.library.custom_op("echotk::comm_allreduce", mutates_args=("calls",))
-def comm_allreduce(x: torch.Tensor, calls: torch.Tensor, comm: int, spec: str, direction: str,
-                   fresh: bool) -> torch.Tensor:
-    communicator = _COMMUNICATORS.get(comm)
-    if communicator is None:
-        raise RuntimeError(f"echotk::comm_allreduce: communicator {comm} is closed or was never made")
-    if x.device.type != "cuda":
-        raise ValueError(f"x is on {x.device}; echotk::comm_allreduce takes CUDA tensors")
-    out = torch.empty_like(x)
-    with torch.cuda.device(x.device):
-        communicator.allreduce(_handle(spec, communicator.world), direction, x, out, fresh,
-                               torch.cuda.current_stream(x.device).cuda_stream)
-    if fresh:
-        calls.fill_(1)
-    else:
-        calls.add_(1)
-    return out
-
-
-@comm_allreduce.register_fake
-def _(x, calls, comm, spec, direction, fresh):
-    return torch.empty_like(x)

@@ -1,104 +1,63 @@
 """echotk.tensor_parallel: emulates P-way tensor parallelism in a Hugging Face causal LM.
 
 Every row-parallel site (attention o_proj and MLP down_proj of each layer, in that order: site
-2l and 2l + 1) computes P partial products over contiguous slices of its input features,
-[r * in / P, (r + 1) * in / P) as docs/model.md splits SmolLM2 (head-aligned whenever P divides
-the head count), rounds them to the all-reduce's dtype as a 16-bit GEMM's output would be, and
-combines them with the given all-reduce; the bias is added once, after. The all-reduce is reset
-at the start of every forward pass.
+2l and 2l + 1) becomes an echotk.nn.RowParallelLinear over one TensorParallelGroup: it computes P
+partial products over contiguous slices of its input features, [r * in / P, (r + 1) * in / P) as
+docs/model.md splits SmolLM2 (head-aligned whenever P divides the head count), rounds them to the
+all-reduce's dtype as a 16-bit GEMM's output would be, and combines them with the given
+all-reduce; the bias is added once, after. The all-reduce is reset at the start of every forward
+pass. Each site's record (echotk.nn.Site) carries the weight of the norm the model applies to the
+site's output before the residual add, where it has one (Gemma 3).
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+import dataclasses
+from typing import Dict, List, Optional, Tuple
 
-import torch
 from torch import nn
 
-from ._allreduce import TORCH_DTYPES
-
-# Architectures whose decoder layers are self_attn.o_proj + mlp.down_proj under model.model.layers.
-SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-             "Gemma3ForCausalLM")
-ATTENTION, MLP = 0, 1  # site kinds, as /site_kind in docs/trace-format.md
-
-# Receives (site, kind, parts [P, n]) at every site of a pass (echotk.capture records them).
-SiteObserver = Callable[[int, int, torch.Tensor], None]
+from .nn import ATTENTION, MLP, RowParallelLinear, Site, TensorParallelGroup, slice_begin
 
 
-def slice_begin(in_features: int, ranks: int, rank: int) -> int:
-    """First input feature of rank `rank` (model/src/tensor_parallel.cpp)."""
-    return in_features * rank // ranks
+@dataclasses.dataclass(frozen=True)
+class SiteModules:
+    """Where a decoder layer keeps what one site needs, as attribute paths from the layer."""
+
+    linear: str                # the row-parallel Linear
+    input_norm: str            # the norm whose input is the residual stream before the site
+    post_norm: Optional[str]   # the norm applied to the site's output before the residual add
 
 
-class RowParallelLinear(nn.Module):
-    """A Linear whose input features are split over P ranks, its partial sums all-reduced."""
-
-    def __init__(self, linear: nn.Linear, ranks: int, allreduce, site: int, kind: int, shared):
-        super().__init__()
-        if linear.in_features < ranks:
-            raise ValueError(f"site {site} has {linear.in_features} input features for {ranks} ranks")
-        self.weight = linear.weight  # the same Parameters: state_dict keys stay as they were
-        self.bias = linear.bias
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.ranks, self.site, self.kind = ranks, site, kind
-        self.allreduce = allreduce
-        self._shared = shared
-        self.__dict__["_original"] = linear  # kept for undo, not registered as a submodule
-        width = max(slice_begin(self.in_features, ranks, r + 1) - slice_begin(self.in_features, ranks, r)
-                    for r in range(ranks))
-        self._even = self.in_features % ranks == 0
-        if not self._even:
-            # Uneven slices: gather each rank's features into a zero-padded [P, width] block
-            # (index in_features is a zero column), so one batched matmul still does all ranks.
-            index = torch.full((ranks, width), self.in_features, dtype=torch.long)
-            for r in range(ranks):
-                lo, hi = slice_begin(self.in_features, ranks, r), slice_begin(self.in_features, ranks, r + 1)
-                index[r, : hi - lo] = torch.arange(lo, hi)
-            self.register_buffer("_index", index, persistent=False)
-
-    def partial_sums(self, x: torch.Tensor) -> torch.Tensor:
-        """[P, tokens, out]: rank r's x[:, slice_r] @ W[:, slice_r]^T, one batched matmul."""
-        P, tokens = self.ranks, x.shape[0]
-        if self._even:
-            width = self.in_features // P
-            xs = x.reshape(tokens, P, width).transpose(0, 1)                   # [P, T, w]
-            ws = self.weight.reshape(self.out_features, P, width).permute(1, 2, 0)  # [P, w, out]
-        else:
-            pad = lambda t: torch.cat([t, t.new_zeros(t.shape[0], 1)], dim=1)
-            xs = pad(x)[:, self._index].transpose(0, 1)                         # [P, T, w]
-            ws = pad(self.weight)[:, self._index].permute(1, 2, 0)              # [P, w, out]
-        return torch.bmm(xs, ws.to(xs.dtype))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        lead = x.shape[:-1]
-        flat = x.reshape(-1, self.in_features)
-        # Each rank's GEMM writes its output in the serving dtype.
-        parts = self.partial_sums(flat).to(TORCH_DTYPES[self.allreduce.dtype])
-        parts = parts.reshape(self.ranks, -1)
-        if self._shared.observer is not None:
-            self._shared.observer(self.site, self.kind, parts)
-        y = self.allreduce(parts).reshape(*lead, self.out_features).to(x.dtype)
-        if self.bias is not None:
-            y = y + self.bias
-        return y
-
-    def extra_repr(self):
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"ranks={self.ranks}, site={self.site}, bias={self.bias is not None}")
+_PRE_NORM = (SiteModules("self_attn.o_proj", "input_layernorm", None),
+             SiteModules("mlp.down_proj", "post_attention_layernorm", None))
+_GEMMA3 = (SiteModules("self_attn.o_proj", "input_layernorm", "post_attention_layernorm"),
+           SiteModules("mlp.down_proj", "pre_feedforward_layernorm", "post_feedforward_layernorm"))
+# Per architecture, each decoder layer's sites in order (ATTENTION, then MLP), under model.model.layers.
+SITE_MODULES: Dict[str, Tuple[SiteModules, SiteModules]] = {
+    "LlamaForCausalLM": _PRE_NORM, "MistralForCausalLM": _PRE_NORM, "Qwen2ForCausalLM": _PRE_NORM,
+    "Qwen3ForCausalLM": _PRE_NORM, "Gemma3ForCausalLM": _GEMMA3}
+SUPPORTED = tuple(SITE_MODULES)
 
 
-class _Shared:
-    """What the sites of one model share: the all-reduce, the observer, the pass hook."""
+@dataclasses.dataclass
+class _Conversion:
+    """What tensor_parallel() did to a model, for undo_tensor_parallel()."""
 
-    def __init__(self, ranks: int, allreduce):
-        self.ranks = ranks
-        self.allreduce = allreduce
-        self.observer: Optional[SiteObserver] = None
-        self.sites: List[RowParallelLinear] = []
-        self.hook = None
+    group: TensorParallelGroup
+    hook: object                                    # the forward pre-hook that starts each pass
+    replaced: List[Tuple[nn.Module, str, nn.Linear]]  # (owner, attribute, the original Linear)
 
 
-def _check_architecture(model: nn.Module):
+def _path(module: nn.Module, path: str) -> Tuple[nn.Module, str]:
+    """(owner, attribute) of a dotted attribute path below `module`."""
+    *owners, attr = path.split(".")
+    for name in owners:
+        module = getattr(module, name)
+    return module, attr
+
+
+def decoder_layers(model: nn.Module):
+    """model.model.layers of a supported architecture (ValueError naming the class otherwise)."""
     name = type(model).__name__
     if name not in SUPPORTED:
         raise ValueError(f"echotk.tensor_parallel supports {', '.join(SUPPORTED)}; got {name}")
@@ -108,42 +67,60 @@ def _check_architecture(model: nn.Module):
     return layers
 
 
+def residual_stream_inputs(model: nn.Module) -> List[nn.Module]:
+    """Per site in order, the module whose input is the residual stream before the site, then the
+    final norm (whose input is the stream after the last site): where echotk.capture reads it."""
+    modules = []
+    for layer in decoder_layers(model):
+        for where in SITE_MODULES[type(model).__name__]:
+            owner, attr = _path(layer, where.input_norm)
+            modules.append(getattr(owner, attr))
+    return modules + [model.model.norm]
+
+
 def tensor_parallel(model: nn.Module, ranks: int, allreduce) -> nn.Module:
     """Makes `model` (in place, and returns it) compute its 2 x layers row-parallel sites as P
     partial sums all-reduced by `allreduce` (an echotk.AllReduce or ExactAllReduce of P ranks)."""
-    layers = _check_architecture(model)
+    layers = decoder_layers(model)
     if getattr(model, "_echotk_tp", None) is not None:
         raise ValueError("the model is tensor-parallel already; call echotk.tensor_parallel once")
-    if getattr(allreduce, "ranks", None) != ranks:
-        raise ValueError(f"allreduce has ranks={getattr(allreduce, 'ranks', None)} but ranks={ranks}")
-    shared = _Shared(ranks, allreduce)
+    group = TensorParallelGroup(ranks, allreduce)  # ValueError unless allreduce has `ranks` ranks
+    replaced = []
     for layer_idx, layer in enumerate(layers):
-        for attr_path, kind in (("self_attn.o_proj", ATTENTION), ("mlp.down_proj", MLP)):
-            owner_name, attr = attr_path.split(".")
-            owner = getattr(layer, owner_name)
+        for kind, where in zip((ATTENTION, MLP), SITE_MODULES[type(model).__name__]):
+            owner, attr = _path(layer, where.linear)
             linear = getattr(owner, attr)
             if not isinstance(linear, nn.Linear):
-                raise ValueError(f"layer {layer_idx}: {attr_path} is {type(linear).__name__}, not nn.Linear")
-            site = RowParallelLinear(linear, ranks, allreduce, 2 * layer_idx + kind, kind, shared)
-            setattr(owner, attr, site)
-            shared.sites.append(site)
+                raise ValueError(f"layer {layer_idx}: {where.linear} is {type(linear).__name__}, not nn.Linear")
+            post_norm = None
+            if where.post_norm is not None:
+                norm_owner, norm_attr = _path(layer, where.post_norm)
+                post_norm = getattr(norm_owner, norm_attr).weight
+            setattr(owner, attr, RowParallelLinear.from_linear(group, linear, 2 * layer_idx + kind, kind, post_norm))
+            replaced.append((owner, attr, linear))
     # Every forward pass starts the compensator afresh, as the paper and `echotk ppl` do.
-    shared.hook = model.register_forward_pre_hook(lambda module, args: shared.allreduce.reset())
-    model._echotk_tp = shared
+    hook = model.register_forward_pre_hook(lambda module, args: group.reset())
+    model._echotk_tp = _Conversion(group, hook, replaced)
     return model
+
+
+def tensor_parallel_group(model: nn.Module) -> Optional[TensorParallelGroup]:
+    """The TensorParallelGroup of a model tensor_parallel() converted (None for any other)."""
+    conversion = getattr(model, "_echotk_tp", None)
+    return None if conversion is None else conversion.group
 
 
 def undo_tensor_parallel(model: nn.Module) -> nn.Module:
     """Puts the original Linear modules back (echotk.capture uses it for models it converted)."""
-    shared = getattr(model, "_echotk_tp", None)
-    if shared is None:
+    conversion = getattr(model, "_echotk_tp", None)
+    if conversion is None:
         return model
-    for layer in _check_architecture(model):
-        for owner_name, attr in (("self_attn", "o_proj"), ("mlp", "down_proj")):
-            owner = getattr(layer, owner_name)
-            site = getattr(owner, attr)
-            if isinstance(site, RowParallelLinear):
-                setattr(owner, attr, site._original)
-    shared.hook.remove()
+    for owner, attr, linear in conversion.replaced:
+        setattr(owner, attr, linear)
+    conversion.hook.remove()
     model._echotk_tp = None
     return model
+
+
+__all__ = ["tensor_parallel", "undo_tensor_parallel", "tensor_parallel_group", "decoder_layers",
+           "residual_stream_inputs", "RowParallelLinear", "Site", "SUPPORTED", "slice_begin"]

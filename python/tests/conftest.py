@@ -1,6 +1,5 @@
 """Shared test helpers: paths of the repository, the built echotk binary, bit views, contributions."""
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -8,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from echotk._allreduce import TORCH_DTYPES
+from echotk._util import TORCH_DTYPES
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ import torch
 
 import echotk
 from echotk import _C
-from echotk._allreduce import TORCH_DTYPES
+from echotk._util import TORCH_DTYPES
 from conftest import bits, contributions
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import echotk
-from echotk.ppl import window_ids
+from echotk.eval.ppl import window_ids
 from echotk.tensor_parallel import undo_tensor_parallel
 from conftest import REPO
 
@@ -47,14 +47,14 @@ def _tool(name):
 @pytest.fixture(scope="module")
 def model():
     pytest.importorskip("gguf")
-    from echotk.gguf_model import load_model
+    from echotk.models import load_model
     return load_model(GEMMA)
 
 
 @needs_model
 def test_tokenizer_matches_llama_cpp_sentencepiece_and_round_trips():
     pytest.importorskip("gguf")
-    from echotk.gguf_model import bos_id, load_tokenizer
+    from echotk.models import bos_id, load_tokenizer
     tokenizer = load_tokenizer(GEMMA)
     reference = _tool("gemma3_tokenizer_check").SentencePieceReference(GEMMA)
     cases = ["Call me Ishmael.  Some years ago--never mind how long precisely",

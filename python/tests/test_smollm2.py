@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import echotk
-from echotk.gguf_model import default_model_path, load_model, load_tokenizer
+from echotk.models import default_model_path, load_model, load_tokenizer
 from conftest import REPO, echotk_binary
 
 pytest.importorskip("gguf")

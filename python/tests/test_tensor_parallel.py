@@ -4,7 +4,8 @@ import pytest
 import torch
 
 import echotk
-from echotk.tensor_parallel import RowParallelLinear, slice_begin
+from echotk.nn import ATTENTION, MLP, TensorParallelGroup
+from echotk.tensor_parallel import RowParallelLinear, slice_begin, tensor_parallel_group
 from conftest import bits
 
 transformers = pytest.importorskip("transformers")
@@ -75,8 +76,8 @@ def test_partial_sums_are_the_feature_slices_of_docs_model_md():
     linear = torch.nn.Linear(10, 6, bias=True)
     x = torch.randn(7, 10)
     for ranks in (1, 2, 3, 4, 7):
-        site = RowParallelLinear(linear, ranks, echotk.ExactAllReduce(ranks, dtype="fp32"), 0, 0,
-                                 type("S", (), {"observer": None})())
+        group = TensorParallelGroup(ranks, echotk.ExactAllReduce(ranks, dtype="fp32"))
+        site = RowParallelLinear.from_linear(group, linear, 0, ATTENTION)
         got = site.partial_sums(x)
         for r in range(ranks):
             lo, hi = slice_begin(10, ranks, r), slice_begin(10, ranks, r + 1)
@@ -115,3 +116,51 @@ def test_rank_mismatch_and_double_conversion_are_refused():
     echotk.tensor_parallel(model, ranks=2, allreduce=echotk.AllReduce(ranks=2))
     with pytest.raises(ValueError, match="already"):
         echotk.tensor_parallel(model, ranks=2, allreduce=echotk.AllReduce(ranks=2))
+
+
+class SiteRecorder(echotk.ExactAllReduce):
+    """The exact sum, declaring that it takes the site: the group passes each call's Site."""
+
+    takes_site = True
+
+    def __init__(self, ranks):
+        super().__init__(ranks, dtype="fp32")
+        self.calls = []
+
+    def __call__(self, parts, direction="forward", *, site):
+        self.calls.append((direction, site))
+        return super().__call__(parts, direction)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_sites_carry_their_kind_and_post_norm(arch):
+    model = make(arch)
+    with torch.no_grad():
+        plain = model(input_ids=IDS).logits
+    ar = SiteRecorder(2)
+    tp = echotk.tensor_parallel(model, ranks=2, allreduce=ar)
+    sites = tensor_parallel_group(tp).sites
+    assert [(s.index, s.kind) for s in sites] == [(0, ATTENTION), (1, MLP), (2, ATTENTION), (3, MLP)]
+    for s in sites:
+        layer = tp.model.layers[s.index // 2]
+        if arch == "gemma3":  # the norms on the site outputs, the model's own Parameters
+            norm = layer.post_attention_layernorm if s.kind == ATTENTION else layer.post_feedforward_layernorm
+            assert s.post_norm is norm.weight
+        else:
+            assert s.post_norm is None
+    with torch.no_grad():
+        split = tp(input_ids=IDS).logits
+    assert [(d, s.index) for d, s in ar.calls] == [("forward", k) for k in range(4)]
+    assert all(s is sites[s.index] for _, s in ar.calls)
+    assert relative_l2(split, plain) < FP32_REORDER_TOLERANCE  # the site argument changes no number
+
+
+def test_a_site_has_one_kind():
+    group = TensorParallelGroup(2, echotk.ExactAllReduce(2, dtype="fp32"))
+    assert group.site(3, MLP) is group.site(3, MLP)
+    with pytest.raises(ValueError, match="site 3 is of kind 1 already"):
+        group.site(3, ATTENTION)
+    with pytest.raises(ValueError, match="kind must be ATTENTION"):
+        group.site(4, 2)
+    with pytest.raises(ValueError, match="site index"):
+        group.site(-1, MLP)

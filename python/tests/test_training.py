@@ -1,4 +1,4 @@
-"""echotk.nn's tensor-parallel layers, the TP Llama and `python -m echotk train` (docs/python.md)."""
+"""echotk.nn's tensor-parallel layers, the TP Llama and `python -m echotk train` (docs/python-training.md)."""
 import csv
 import dataclasses
 import json
@@ -14,10 +14,11 @@ import torch.nn.functional as F
 
 import echotk
 from echotk import nn as tpnn
-from echotk import train as train_cli
-from echotk import train_data
-from echotk import train_summary
-from echotk.train_model import ModelConfig, TPLlama, rotate
+from echotk.train import command as train_cli
+from echotk.train import data as train_data
+from echotk.train import summary as train_summary
+from echotk.train.batches import DataOrder, learning_rate
+from echotk.train.model import ModelConfig, TPLlama, rotate
 
 from conftest import REPO, bits
 
@@ -254,7 +255,7 @@ def test_max_seconds_stops_before_the_limit_and_saves(tmp_path):
 # -- data ----------------------------------------------------------------------------------------
 
 def test_learning_rate_schedule():
-    lr = lambda s: train_cli.learning_rate(s, 1000, 1e-3, 100, 0.1)  # noqa: E731
+    lr = lambda s: learning_rate(s, 1000, 1e-3, 100, 0.1)  # noqa: E731
     assert lr(0) == pytest.approx(1e-5) and lr(99) == pytest.approx(1e-3)
     assert lr(100) == pytest.approx(1e-3) and lr(1000) == pytest.approx(1e-4)
     assert all(lr(s) >= lr(s + 1) for s in range(100, 1000))
@@ -262,9 +263,9 @@ def test_learning_rate_schedule():
 
 def test_data_order_is_a_function_of_the_seed():
     ids = np.arange(10_000, dtype=np.uint16)
-    a, b = train_cli.DataOrder(ids, 32, 0), train_cli.DataOrder(ids, 32, 0)
+    a, b = DataOrder(ids, 32, 0), DataOrder(ids, 32, 0)
     assert np.array_equal(a.batch(7, 4), b.batch(7, 4))
-    assert not np.array_equal(a.batch(7, 4), train_cli.DataOrder(ids, 32, 1).batch(7, 4))
+    assert not np.array_equal(a.batch(7, 4), DataOrder(ids, 32, 1).batch(7, 4))
     per = a.per_epoch()
     starts = [int(a.batch(g, 1)[0, 0]) for g in range(per)]
     assert len(set(starts)) == per  # an epoch visits each window once
@@ -294,7 +295,7 @@ def test_addresses_split_by_year():
 
 
 def test_ids_regenerate_byte_identically(tmp_path):
-    from echotk.gguf_model import default_model_path
+    from echotk.models import default_model_path
     gguf = default_model_path()
     if not os.path.isfile(gguf):
         pytest.skip("the SmolLM2 GGUF is not cached (scripts/setup_model.sh)")

@@ -73,6 +73,7 @@ class TensorParallel {
  private:
   TensorParallelSpec spec_;
   std::vector<CompensatorState> states_;
+  AllReduceWorkspace workspace_;
   std::vector<Matrix> partials_;
   std::size_t poisoned_groups_ = 0;
 };

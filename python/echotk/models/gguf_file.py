@@ -15,6 +15,8 @@ import os
 
 import torch
 
+from .._util import atomic_path
+
 FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -26,7 +28,7 @@ def default_model_path() -> str:
     return os.path.join(root, "smollm2", FILE_NAME)
 
 
-def _field(reader, key: str):
+def read_field(reader, key: str):
     import gguf
 
     field = reader.fields[key]
@@ -43,7 +45,7 @@ def architecture(path: str) -> str:
     """The GGUF's `general.architecture` ("llama" for SmolLM2, "gemma3")."""
     import gguf
 
-    return _field(gguf.GGUFReader(path), "general.architecture")
+    return read_field(gguf.GGUFReader(path), "general.architecture")
 
 
 def bos_id(path: str):
@@ -52,9 +54,9 @@ def bos_id(path: str):
     import gguf
 
     reader = gguf.GGUFReader(path)
-    if "tokenizer.ggml.add_bos_token" not in reader.fields or not _field(reader, "tokenizer.ggml.add_bos_token"):
+    if "tokenizer.ggml.add_bos_token" not in reader.fields or not read_field(reader, "tokenizer.ggml.add_bos_token"):
         return None
-    return int(_field(reader, "tokenizer.ggml.bos_token_id"))
+    return int(read_field(reader, "tokenizer.ggml.bos_token_id"))
 
 
 def load_tokenizer(path: str):
@@ -63,8 +65,8 @@ def load_tokenizer(path: str):
     import gguf
 
     reader = gguf.GGUFReader(path)
-    arch = _field(reader, "general.architecture")
-    pre = _field(reader, "tokenizer.ggml.pre") if "tokenizer.ggml.pre" in reader.fields else ""
+    arch = read_field(reader, "general.architecture")
+    pre = read_field(reader, "tokenizer.ggml.pre") if "tokenizer.ggml.pre" in reader.fields else ""
     if arch == "gemma3":
         return _gemma_tokenizer(path)
     if pre != "smollm":
@@ -87,9 +89,8 @@ def _gemma_tokenizer(path: str):
                                               gguf_file=os.path.basename(path)).backend_tokenizer
     tokenizer.post_processor = None
     try:
-        tmp = f"{cached}.{os.getpid()}.tmp"
-        tokenizer.save(tmp)
-        os.replace(tmp, cached)
+        with atomic_path(cached) as tmp:
+            tokenizer.save(tmp)
     except OSError:
         pass  # a read-only model folder: build it again next time
     return tokenizer
@@ -100,9 +101,9 @@ def _smollm_tokenizer(reader):
     Sequence[Digits(individual_digits), ByteLevel], control tokens (type 3) special."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-    tokens = _field(reader, "tokenizer.ggml.tokens")
-    merges = [tuple(m.split(" ")) for m in _field(reader, "tokenizer.ggml.merges")]
-    types = _field(reader, "tokenizer.ggml.token_type")
+    tokens = read_field(reader, "tokenizer.ggml.tokens")
+    merges = [tuple(m.split(" ")) for m in read_field(reader, "tokenizer.ggml.merges")]
+    types = read_field(reader, "tokenizer.ggml.token_type")
     tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .nn import ATTENTION, MLP, ColumnParallelLinear, RowParallelLinear, TensorParallelGroup
+from ..nn import ATTENTION, MLP, ColumnParallelLinear, RowParallelLinear, TensorParallelGroup
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,31 +1,27 @@
-"""`python -m echotk train`: trains echotk.train_model.TPLlama (P emulated tensor-parallel ranks, every
-site's all-reduce exact or Echo) on the token ids of data/training, with a CSV of losses per step,
-the all-reduce's per-site errors every few steps, and resume from a saved state
-(docs/python.md, docs/results-training.md)."""
+"""The training loop of `python -m echotk train` and its run folder: config.json, train.csv,
+sites.csv and state.pt, resumed from where the last invocation saved."""
 from __future__ import annotations
 
-import argparse
-import contextlib
 import csv
-import dataclasses
 import json
 import math
 import os
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import List
 
 import numpy as np
 import torch
 
-from ._allreduce import AllReduce, ExactAllReduce
-from .nn import TensorParallelGroup
-from .ppl import add_spec_options, spec_from_args
-from .train_data import load as load_ids
-from .train_model import ModelConfig, TPLlama, parameter_count
-from .train_summary import summarize
+from .. import AllReduce, ExactAllReduce
+from .._cli import spec_from_args
+from .._util import BadInput, atomic_path, write_atomic
+from ..nn import TensorParallelGroup
+from .batches import DataOrder, learning_rate, validation_batches
+from .data import load as load_ids
+from .model import ModelConfig, TPLlama, parameter_count
+from .summary import summarize
 
-EXIT_BAD_INPUT = 2
 STATE_FILE, CONFIG_FILE, TRAIN_CSV, SITES_CSV = "state.pt", "config.json", "train.csv", "sites.csv"
 TRAIN_COLUMNS = ["step", "tokens", "train_loss", "val_loss", "lr", "step_seconds", "allreduce_share"]
 SITE_COLUMNS = ["step", "direction", "site", "kind", "injected_error", "net_error", "correction_norm",
@@ -34,145 +30,8 @@ SITE_COLUMNS = ["step", "direction", "site", "kind", "injected_error", "net_erro
 INVOCATION_ONLY = ("out", "resume", "max_seconds", "stop_after", "save_every", "progress", "threads", "data")
 
 
-class BadInput(Exception):
-    pass
-
-
-class DataOrder:
-    """Training sequences of seq + 1 tokens (inputs and shifted targets), epoch after epoch: epoch e
-    cuts the stream at a random offset into windows of stride seq and visits them in a random
-    order, both drawn from numpy's PCG64 seeded with (data_seed, e). Sequence g of the run is a
-    pure function of g, so every run with the same data seed sees the same batches."""
-
-    def __init__(self, ids: np.ndarray, seq: int, data_seed: int):
-        if len(ids) < 2 * (seq + 1):
-            raise BadInput(f"the training split has {len(ids)} tokens, too few for sequences of {seq}")
-        self.ids, self.seq, self.data_seed = ids, seq, data_seed
-        self._epochs: Dict[int, np.ndarray] = {}
-
-    def _epoch(self, e: int) -> np.ndarray:
-        if e not in self._epochs:
-            rng = np.random.Generator(np.random.PCG64([self.data_seed, e]))
-            offset = int(rng.integers(0, self.seq))
-            count = (len(self.ids) - 1 - offset) // self.seq
-            self._epochs = {e: offset + self.seq * rng.permutation(count)}  # keep one epoch cached
-        return self._epochs[e]
-
-    def per_epoch(self) -> int:
-        return (len(self.ids) - 1 - (self.seq - 1)) // self.seq  # the smallest epoch's count
-
-    def batch(self, step: int, batch: int) -> np.ndarray:
-        """[batch, seq + 1] int64 token ids of step `step`."""
-        per = self.per_epoch()
-        rows = []
-        for g in range(step * batch, (step + 1) * batch):
-            start = self._epoch(g // per)[g % per]
-            rows.append(self.ids[start : start + self.seq + 1])
-        return np.stack(rows).astype(np.int64)
-
-
-def validation_batches(ids: np.ndarray, seq: int, batch: int, limit: int) -> List[np.ndarray]:
-    """The validation split as consecutive windows of seq + 1 tokens (stride seq), the first
-    `limit` of them (0: all), in batches."""
-    count = (len(ids) - 1) // seq
-    if limit:
-        count = min(count, limit)
-    if count < 1:
-        raise BadInput(f"the validation split has {len(ids)} tokens, too few for one sequence of {seq}")
-    windows = np.stack([ids[i * seq : i * seq + seq + 1] for i in range(count)]).astype(np.int64)
-    return [windows[i : i + batch] for i in range(0, count, batch)]
-
-
-def learning_rate(step: int, total: int, peak: float, warmup: int, min_ratio: float) -> float:
-    """Linear warm-up over `warmup` steps to `peak`, then cosine decay to min_ratio * peak at `total`."""
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return peak * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m echotk train", description=" ".join(__doc__.split()),
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--out", required=True, help="run folder: config.json, train.csv, sites.csv, state.pt")
-    p.add_argument("--data", default="data/training", help="folder of train.npy, val.npy, manifest.json")
-    p.add_argument("--allreduce", default="exact", choices=["exact", "echo"])
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"],
-                   help="bf16: bf16 autocast and a bf16 all-reduce; fp32: fp32 throughout")
-    p.add_argument("--ranks", "-P", type=int, default=4, help="emulated tensor-parallel ranks (1..8)")
-    add_spec_options(p)
-    d = ModelConfig()
-    for name in ("dim", "layers", "heads", "ffn", "seq"):
-        p.add_argument(f"--{name}", type=int, default=getattr(d, name), help=f"model {name}")
-    p.add_argument("--dropout", type=float, default=d.dropout,
-                   help="dropout on the embedding output and on the attention and MLP outputs before each "
-                        "residual add (0: none; drawn from torch's generator, seeded by --seed)")
-    p.add_argument("--tokens", type=int, default=50_000_000, help="training tokens (steps = tokens / (batch * seq))")
-    p.add_argument("--batch", type=int, default=32, help="sequences per step")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
-    p.add_argument("--min-lr-ratio", type=float, default=0.1, help="final learning rate / peak")
-    p.add_argument("--warmup", type=int, default=100, help="warm-up steps")
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--adam-beta1", type=float, default=0.9)
-    p.add_argument("--adam-beta2", type=float, default=0.95)
-    p.add_argument("--adam-eps", type=float, default=1e-5)
-    p.add_argument("--grad-clip", type=float, default=1.0, help="global gradient norm clip (0: off)")
-    p.add_argument("--seed", type=int, default=0, help="initialization seed")
-    p.add_argument("--data-seed", type=int, default=0, help="data order seed (same order for every run)")
-    p.add_argument("--eval-every", type=int, default=100, help="validation loss every N steps and at the end (0: end only)")
-    p.add_argument("--eval-sequences", type=int, default=0, help="validation sequences (0: the whole split)")
-    p.add_argument("--site-every", type=int, default=100,
-                   help="per-site all-reduce errors every N steps into sites.csv (0: never; Echo runs only)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--deterministic", action="store_true",
-                   help="torch's deterministic algorithms (and cuBLAS's fixed workspace), so that a run on a "
-                        "GPU repeats bit for bit with the same seed, device and software (without it the "
-                        "backward's atomics make repeated runs part after a few steps)")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its state.pt "
-                   "(or start it when there is none)")
-    p.add_argument("--max-seconds", type=float, default=0, help="stop and save before this many seconds (0: no limit)")
-    p.add_argument("--stop-after", type=int, default=0, help="stop and save after this many steps (0: no limit)")
-    p.add_argument("--save-every", type=int, default=0, help="also save the state every N steps (0: at the stop only)")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    return p
-
-
-def _check_args(args):
-    for name in ("batch", "tokens", "ranks"):
-        if getattr(args, name) < 1:
-            raise BadInput(f"--{name} must be >= 1, got {getattr(args, name)}")
-    for name in ("warmup", "eval_every", "eval_sequences", "site_every", "stop_after", "save_every", "threads"):
-        if getattr(args, name) < 0:
-            raise BadInput(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
-    if not (math.isfinite(args.dropout) and 0 <= args.dropout < 1):
-        raise BadInput(f"--dropout must lie in [0, 1), got {args.dropout}")
-    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
-        raise BadInput(f"--weight-decay must be >= 0, got {args.weight_decay}")
-    for name in ("lr", "adam_eps"):
-        if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
-            raise BadInput(f"--{name.replace('_', '-')} must be a positive number, got {getattr(args, name)}")
-    if not 0 <= args.min_lr_ratio <= 1:
-        raise BadInput(f"--min-lr-ratio must lie in [0, 1], got {args.min_lr_ratio}")
-    if args.tokens < args.batch * args.seq:
-        raise BadInput(f"--tokens {args.tokens} is less than one step of {args.batch} x {args.seq} tokens")
-    if args.max_seconds < 0 or not math.isfinite(args.max_seconds):
-        raise BadInput(f"--max-seconds must be >= 0, got {args.max_seconds}")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise BadInput("--device cuda: no CUDA device is visible")
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise BadInput(f"--out {args.out} is a file, not a folder")
-
-
 def run_config(args) -> dict:
     return {k: v for k, v in sorted(vars(args).items()) if k not in INVOCATION_ONLY}
-
-
-def _atomic_write(path: str, text: str):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def _csv_keep(path: str, columns: List[str], last_step: int):
@@ -182,7 +41,7 @@ def _csv_keep(path: str, columns: List[str], last_step: int):
         with open(path, newline="") as f:
             rows = [r for r in csv.reader(f)][1:]
     kept = [r for r in rows if r and int(r[0]) <= last_step]
-    _atomic_write(path, ",".join(columns) + "\n" + "".join(",".join(r) + "\n" for r in kept))
+    write_atomic(path, ",".join(columns) + "\n" + "".join(",".join(r) + "\n" for r in kept))
 
 
 class Progress:
@@ -217,8 +76,11 @@ class Progress:
 
 
 class Trainer:
-    def __init__(self, args):
-        self.args = args
+    """One run of the command: `args` its parsed options, `defaults` the options' defaults (a
+    state saved before an option existed counts as saved with its default)."""
+
+    def __init__(self, args, defaults: dict):
+        self.args, self.defaults = args, defaults
         self.device = torch.device(args.device)
         self.config = ModelConfig(dim=args.dim, layers=args.layers, heads=args.heads, ffn=args.ffn, seq=args.seq,
                                   dropout=args.dropout)
@@ -257,9 +119,8 @@ class Trainer:
                  "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                  "rng_cpu": torch.get_rng_state(),
                  "rng_cuda": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None}
-        path = os.path.join(self.args.out, STATE_FILE)
-        torch.save(state, path + ".tmp")
-        os.replace(path + ".tmp", path)
+        with atomic_path(os.path.join(self.args.out, STATE_FILE)) as tmp:
+            torch.save(state, tmp)
 
     def load(self, path: str):
         # On the CPU, as saved: load_state_dict copies the weights and moments onto the model's
@@ -268,8 +129,7 @@ class Trainer:
         state = torch.load(path, map_location="cpu", weights_only=False)
         now = run_config(self.args)
         # An option added after the state was saved counts as its default there (e.g. --dropout 0).
-        defaults = vars(build_parser().parse_args(["--out", self.args.out]))
-        saved = {**{k: defaults[k] for k in now if k not in state.get("config", {})}, **state.get("config", {})}
+        saved = {**{k: self.defaults[k] for k in now if k not in state.get("config", {})}, **state.get("config", {})}
         if saved != now:
             diff = [k for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
             raise BadInput(f"{path}: saved for other settings ({', '.join(diff)}); use the run's own "
@@ -335,7 +195,7 @@ class Trainer:
         elif os.path.isfile(os.path.join(args.out, TRAIN_CSV)):
             if not args.resume:
                 raise BadInput(f"--out {args.out} holds a run's CSV already; pass --resume or another folder")
-        _atomic_write(os.path.join(args.out, CONFIG_FILE), json.dumps(
+        write_atomic(os.path.join(args.out, CONFIG_FILE), json.dumps(
             {**run_config(self.args), "parameters": parameter_count(self.model), "steps": self.steps,
              "data_manifest": self.manifest["splits"]}, indent=2) + "\n")
         _csv_keep(os.path.join(args.out, TRAIN_CSV), TRAIN_COLUMNS, self.step)
@@ -416,44 +276,3 @@ class Trainer:
         except ValueError:
             pass  # no validation loss evaluated yet
         return 0
-
-
-@contextlib.contextmanager
-def _deterministic_algorithms(on: bool):
-    """torch's deterministic algorithms for the run when asked, the caller's setting restored after.
-    cuBLAS reads CUBLAS_WORKSPACE_CONFIG when it creates its handle, so it is set first (kept if
-    the caller set it). An op without a deterministic implementation is a BadInput naming it."""
-    if not on:
-        yield
-        return
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    except RuntimeError as e:
-        if "deterministic" in str(e):
-            raise BadInput(f"--deterministic: {e}") from e
-        raise
-    finally:
-        torch.use_deterministic_algorithms(before)
-
-
-def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-        _check_args(args)
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        with _deterministic_algorithms(args.deterministic):
-            return Trainer(args).run()
-    except (BadInput, FileNotFoundError) as e:
-        print(f"echotk train: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except ValueError as e:
-        print(f"echotk train: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-
-
-if __name__ == "__main__":
-    sys.exit(main())

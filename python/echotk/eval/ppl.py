@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
-import io
 import math
 import os
 import sys
@@ -16,29 +15,22 @@ from typing import List, Sequence
 
 import torch
 
-from ._allreduce import AllReduce, ExactAllReduce
-from ._spec import Spec
-from .gguf_model import bos_id, default_model_path, load_model, load_tokenizer
-from .tensor_parallel import tensor_parallel
+from .. import AllReduce, ExactAllReduce, Spec, tensor_parallel
+from .._cli import EXIT_BAD_INPUT, add_spec_options, spec_from_args
+from .._util import BadInput, write_atomic
+from ..models import bos_id, default_model_path, load_model, load_tokenizer
 
-EXIT_BAD_INPUT = 2
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-         2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
-
-class BadInput(Exception):
-    pass
 
 
 def student_t_975(df: int) -> float:
-    """Two-sided 97.5% Student-t quantile (model/src/perplexity.cpp's table and expansion)."""
+    """Two-sided 95% Student-t quantile (the 97.5% point) with df degrees of freedom, from scipy.stats
+    (imported here: only the summaries need it). The C++ `echotk ppl` rounds it to 3 decimals, so the
+    two tools' intervals may differ in their last printed digit."""
     if df == 0:
         return math.inf
-    if df <= 30:
-        return _T975[df - 1]
-    z, n = 1.959964, float(df)
-    return z + (z ** 3 + z) / (4 * n) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * n * n)
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, df))
 
 
 def plan_windows(num_tokens: int, num_windows: int, length: int) -> List[int]:
@@ -82,8 +74,7 @@ def paired(run: dict, base: dict) -> tuple:
     n = len(diffs)
     d = sum(diffs) / n
     sd = math.sqrt(sum((x - d) ** 2 for x in diffs) / (n - 1)) if n > 1 else 0.0
-    t = _T975[n - 2] if 2 <= n <= 31 else 1.96
-    return d, t * sd / math.sqrt(n)
+    return d, (student_t_975(n - 1) * sd / math.sqrt(n) if n > 1 else 0.0)
 
 
 def window_ids(ids: torch.Tensor, start: int, length: int, bos) -> torch.Tensor:
@@ -116,14 +107,8 @@ def score_windows(model, ids: torch.Tensor, starts: Sequence[int], length: int, 
 
 def write_csv(path: str, rows) -> None:
     """The per-window CSV (columns of `echotk ppl --csv`), written to a temporary name and renamed."""
-    out = io.StringIO()
-    out.write("window,start,tokens,predictions,nll_sum,mean_nll,seconds\n")
-    for r in rows:
-        out.write(f"{r[0]},{r[1]},{r[2]},{r[3]},{r[4]!r},{r[5]!r},{r[6]!r}\n")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(out.getvalue())
-    os.replace(tmp, path)
+    write_atomic(path, "window,start,tokens,predictions,nll_sum,mean_nll,seconds\n" + "".join(
+        f"{r[0]},{r[1]},{r[2]},{r[3]},{r[4]!r},{r[5]!r},{r[6]!r}\n" for r in rows))
 
 
 def read_csv(path: str) -> dict:
@@ -141,39 +126,6 @@ def read_text(path: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadInput(f"{path}: not UTF-8 text ({e})") from e
-
-
-def add_spec_options(parser: argparse.ArgumentParser):
-    """The options of cli/spec_options.cpp, with its defaults (those of echotk.Spec)."""
-    d = Spec()
-    parser.add_argument("--bits", type=int, default=d.bits, help="bit width of the codes (2..8)")
-    parser.add_argument("--group", type=int, default=d.group, help="group size, a power of two in [16, 1024]")
-    parser.add_argument("--quantizer", default=d.quantizer, choices=["zero-aware", "naive", "symmetric"])
-    parser.add_argument("--compensator", default=d.compensator, choices=["dual", "single", "off"])
-    parser.add_argument("--residual", default=d.residual, choices=["global", "local"])
-    parser.add_argument("--algorithm", default=d.algorithm, choices=["owner", "ring"])
-    for name in ("eta", "a", "beta1", "beta2", "beta"):
-        parser.add_argument(f"--{name}", type=float, default=getattr(d, name))
-    parser.add_argument("--state-dtype", default=d.state_dtype, choices=["fp32", "bf16", "float32", "bfloat16"])
-    parser.add_argument("--exact-max-count", type=int, default=d.exact_max_count)
-    # The transport options (cli/spec_options.cpp add_transport_options); --outliers is CPU reference only.
-    parser.add_argument("--outliers", type=int, default=d.outliers, choices=[0, 1, 2],
-                        help="per group, this many largest-magnitude values travel as bf16 with their index "
-                             "(4 wire bytes each)")
-    parser.add_argument("--overflow-groups", default=d.overflow_groups, choices=["wide", "poison"],
-                        help="a finite group whose scale overflows fp16: wide (a flagged bf16 scale, "
-                             "finite out) | poison (NaN out)")
-    parser.add_argument("--rotation", default=d.rotation, choices=["none", "hadamard"],
-                        help="randomized Hadamard transform of every full group before quantization, "
-                             "inverted after")
-
-
-def spec_from_args(args) -> Spec:
-    return Spec(bits=args.bits, group=args.group, quantizer=args.quantizer, compensator=args.compensator,
-                eta=args.eta, a=args.a, beta1=args.beta1, beta2=args.beta2, beta=args.beta,
-                residual=args.residual, dtype=args.dtype, state_dtype=args.state_dtype,
-                algorithm=args.algorithm, exact_max_count=args.exact_max_count, outliers=args.outliers,
-                overflow_groups=args.overflow_groups, rotation=args.rotation)
 
 
 def describe(args, spec: Spec) -> str:
@@ -287,6 +239,6 @@ def run(argv) -> int:
 def main(argv=None) -> int:
     try:
         return run(sys.argv[1:] if argv is None else argv)
-    except (BadInput, ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError) as e:  # BadInput is a ValueError
         print(f"echotk ppl: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -3,10 +3,10 @@
 Documents: Moby-Dick (one document) and every State of the Union address, in order, each without
 its `=== YEAR_NAME_PARTY ===` header and followed by SmolLM2's end-of-text token. The addresses
 from VAL_FIRST_YEAR on are the validation split; everything else trains. Ids are SmolLM2's
-tokenizer (echotk.gguf_model.load_tokenizer), stored as uint16 .npy files (the vocabulary has
+tokenizer (echotk.models.load_tokenizer), stored as uint16 .npy files (the vocabulary has
 49,152 entries) with manifest.json naming each file's sha256 and counts.
 
-    python -m echotk.train_data --corpora ../shared/corpora --out data/training   # regenerate
+    python -m echotk.train.data --corpora ../shared/corpora --out data/training   # regenerate
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ import sys
 from typing import Dict, List, Tuple
 
 import numpy as np
+
+from .._util import write_atomic
 
 VAL_FIRST_YEAR = 2009
 EOS_TOKEN = "<|endoftext|>"
@@ -60,16 +62,9 @@ def _npy_bytes(ids: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def _write_atomic(path: str, data: bytes):
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
 def make(corpora: str, gguf_path: str, out: str) -> dict:
     """Tokenizes the corpora and writes train.npy, val.npy and manifest.json into out."""
-    from .gguf_model import load_tokenizer
+    from ..models import load_tokenizer
 
     tokenizer = load_tokenizer(gguf_path)
     eos = tokenizer.token_to_id(EOS_TOKEN)
@@ -87,10 +82,10 @@ def make(corpora: str, gguf_path: str, out: str) -> dict:
         if int(max(ids)) >= 1 << 16:
             raise ValueError(f"token id {max(ids)} does not fit uint16")
         data = _npy_bytes(array)
-        _write_atomic(os.path.join(out, f"{split}.npy"), data)
+        write_atomic(os.path.join(out, f"{split}.npy"), data)
         manifest["splits"][split] = {"file": f"{split}.npy", "documents": len(docs), "tokens": len(ids),
                                      "sha256": hashlib.sha256(data).hexdigest()}
-    _write_atomic(os.path.join(out, MANIFEST), (json.dumps(manifest, indent=2) + "\n").encode())
+    write_atomic(os.path.join(out, MANIFEST), (json.dumps(manifest, indent=2) + "\n").encode())
     return manifest
 
 
@@ -98,7 +93,7 @@ def load(folder: str) -> Tuple[dict, Dict[str, np.ndarray]]:
     """The manifest and the ids of each split, each file checked against the manifest's sha256."""
     path = os.path.join(folder, MANIFEST)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no such file (python -m echotk.train_data makes it)")
+        raise FileNotFoundError(f"{path}: no such file (python -m echotk.train.data makes it)")
     with open(path) as f:
         manifest = json.load(f)
     splits = {}
@@ -120,9 +115,9 @@ def load(folder: str) -> Tuple[dict, Dict[str, np.ndarray]]:
 
 
 def main(argv=None) -> int:
-    from .gguf_model import default_model_path
+    from ..models import default_model_path
 
-    p = argparse.ArgumentParser(prog="python -m echotk.train_data", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m echotk.train.data", description=__doc__.splitlines()[0])
     p.add_argument("--corpora", default="../shared/corpora", help="folder with moby-dick.txt.gz and "
                    "state-of-the-union.txt.gz")
     p.add_argument("--gguf", default=default_model_path(), help="SmolLM2's GGUF (its tokenizer)")
@@ -131,7 +126,7 @@ def main(argv=None) -> int:
     try:
         manifest = make(args.corpora, args.gguf, args.out)
     except (OSError, ValueError) as e:
-        print(f"echotk train_data: {e}", file=sys.stderr)
+        print(f"echotk.train.data: {e}", file=sys.stderr)
         return 2
     for split, entry in manifest["splits"].items():
         print(f"{split}: {entry['documents']} documents, {entry['tokens']} tokens, sha256 {entry['sha256']}")

@@ -2,7 +2,7 @@
 the last one, and whether the curve is flat over the last fifth of the run (the issue's "flat to
 within 1% over its last fifth"), read from each run's train.csv and config.json.
 
-    python -m echotk.train_summary RUN_FOLDER...    # one line per run (docs/results-training.md)
+    python -m echotk.train.summary RUN_FOLDER...    # one line per run (docs/results-training.md)
 """
 from __future__ import annotations
 
@@ -86,17 +86,17 @@ def summarize(folder: str, name: Optional[str] = None) -> RunSummary:
 def main(argv: Optional[List[str]] = None) -> int:
     folders = sys.argv[1:] if argv is None else argv
     if not folders or any(a.startswith("-") for a in folders):
-        print("usage: python -m echotk.train_summary RUN_FOLDER...", file=sys.stderr)
+        print("usage: python -m echotk.train.summary RUN_FOLDER...", file=sys.stderr)
         return EXIT_BAD_INPUT
     status = 0
     for folder in folders:
         try:
             print(summarize(folder).line())
         except (OSError, ValueError) as e:
-            print(f"train_summary: {folder}: {e}", file=sys.stderr)
+            print(f"echotk.train.summary: {folder}: {e}", file=sys.stderr)
             status = EXIT_BAD_INPUT
         except KeyError as e:
-            print(f"train_summary: {folder}: no field {e} in config.json or train.csv", file=sys.stderr)
+            print(f"echotk.train.summary: {folder}: no field {e} in config.json or train.csv", file=sys.stderr)
             status = EXIT_BAD_INPUT
     return status
 

@@ -1,0 +1,50 @@
+"""The specs `python -m echotk advise` evaluates, in one place: a candidate is a name and an
+echotk.Spec, or None for the 16-bit (exact) all-reduce every candidate is paired against. Adding
+a setting to the advice is one line here.
+
+The names are those of the result docs' rows (docs/results-smollm2.md, docs/outliers.md,
+docs/results-gemma3.md), so that a row of the advice can be read beside the row measured there.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from .._spec import Spec
+
+BASELINE = "16bit"
+_PLAIN = Spec()
+
+CANDIDATES: List[Tuple[str, Optional[Spec]]] = [
+    (BASELINE, None),
+    ("echo8", Spec(bits=8)),
+    ("nocomp8", Spec(bits=8, compensator="off")),
+    ("echo4", Spec()),
+    ("nocomp4", Spec(compensator="off")),
+    ("rot", Spec(rotation="hadamard")),
+    ("nocomp4-rot", Spec(compensator="off", rotation="hadamard")),
+    ("rot-local1", Spec(rotation="hadamard", residual="local", eta=1.0)),
+    ("rot64-local1", Spec(rotation="hadamard", group=64, residual="local", eta=1.0)),
+    ("nocomp4-rot64", Spec(compensator="off", rotation="hadamard", group=64)),
+]
+
+
+def describe(spec: Optional[Spec]) -> str:
+    """A few words naming what a candidate changes from plain 4-bit (for the tables)."""
+    if spec is None:
+        return f"the exact all-reduce ({_PLAIN.dtype})"
+    words = [f"{spec.bits}-bit"]
+    if spec.quantizer != _PLAIN.quantizer:
+        words.append(spec.quantizer)
+    if spec.group != _PLAIN.group:
+        words.append(f"group {spec.group}")
+    if spec.rotation != "none":
+        words.append(f"{spec.rotation} rotation")
+    if spec.outliers:
+        words.append(f"{spec.outliers} outlier{'s' if spec.outliers > 1 else ''} exact")
+    if spec.compensator == "off":
+        words.append("no compensator")
+    else:
+        words.append(f"{spec.compensator} compensator, {spec.residual} residual, eta {spec.eta:g}")
+    if spec.state_dtype != _PLAIN.state_dtype:
+        words.append(f"{spec.state_dtype} state")
+    return ", ".join(words)

@@ -1,0 +1,305 @@
+"""Candidate compensators for post-norm models (docs/results-gemma3.md), in Python around the
+reference's uncompensated all-reduce: the study of which compensator helps a model whose block
+outputs pass through an RMSNorm before they join the residual stream.
+
+Every candidate is the paper's dual error feedback (docs/numerics.md 6, global residual) with two
+changes it may make:
+- `states`: "shared" (one state carried across every site of a pass, the paper's), or "per-kind"
+  (attention-output sites and MLP-output sites carry separate states).
+- `units`: in which units the state is kept.
+  - "site": the site's own units (the paper's).
+  - "static": residual-stream units through one scalar gain per site, G_k (from a calibration
+    pass): the update stores G_k * u, the apply at site k injects c / G_k.
+  - "dynamic": per-token gains G_k(t) = gbar_k / r_k(t), with r_k(t) the RMS of token t's delivered
+    output y_k (every rank holds it after the call) and gbar_k the RMS of the post-norm's weights;
+    the apply, made before y_k exists, estimates r_k(t) by the last same-kind site's r (and
+    falls back to the last site's).
+  - "oracle": as dynamic but the apply uses r of the exact sum of site k (what no rank knows
+    before the call; the bound on what a per-token estimate can reach).
+  - "partial": as dynamic, but the apply estimates r_k(t) on each rank from its own partial sum:
+    kappa_k * rms(x_k,i(t)), kappa_k from the calibration pass.
+  - "self": per-token gains gbar_k / rho_k,i(t) from each rank's own partial sum, rho its RMS
+    over the token's row, at the apply and the update alike (no calibration: a constant factor
+    common to all sites cancels between the update and the apply).
+  - "jacobian": per feature and token, diag(w_k) / r_k(t) (the post-norm's Jacobian without its
+    radial term), with the apply's r estimated as in "dynamic" and |w| floored at `floor` times
+    its RMS for the inverse.
+
+Calls of a site pass the site's post-norm weights w_k (None for a pre-norm model: every gain is
+1 and every candidate with shared states is the paper's compensator).
+
+The all-reduce is the reference's (echotk.AllReduce with compensator "off" in fp32, so x' is
+quantized as fp32 and the output rounded to bf16 here, as the reference's compensated call does);
+`check_against_reference` shows that units "site" with shared states gives the reference's dual
+compensator bit for bit.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from echotk import AllReduce, Spec
+
+UNITS = ("site", "static", "dynamic", "oracle", "jacobian", "partial", "self")
+STATES = ("shared", "per-kind")
+
+
+@dataclasses.dataclass
+class Candidate:
+    states: str = "shared"
+    units: str = "site"
+    eta: float = 0.75
+    a: float = 0.35
+    beta1: float = 0.7
+    beta2: float = 0.3
+    floor: float = 0.1          # jacobian: |w| floored at floor * rms(w) for the inverse
+    residual: str = "global"    # "global" (u = x' - y / P) or "local" (docs/numerics.md 6)
+    prescale: float = 0.0       # > 0: each feature j travels times 2^round(prescale * log2(|w_j| / rms(w)))
+
+    def __post_init__(self):
+        if self.states not in STATES:
+            raise ValueError(f"states must be one of {STATES}, got {self.states!r}")
+        if self.units not in UNITS:
+            raise ValueError(f"units must be one of {UNITS}, got {self.units!r}")
+
+
+def _rms_rows(v: torch.Tensor, hidden: int) -> torch.Tensor:
+    """Per-token RMS of a flat [n] (or [P, n]) tensor of rows of `hidden` values: [T]."""
+    rows = v.reshape(-1, hidden).double()
+    return rows.pow(2).mean(dim=1).sqrt().float()
+
+
+def _constants(c: Candidate) -> Dict[str, torch.Tensor]:
+    """The fp32 constants of docs/numerics.md 6 (one_minus in fp32 arithmetic)."""
+    f = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731
+    one = f(1.0)
+    return {"eta": f(c.eta), "a": f(c.a), "oa": one - f(c.a), "beta1": f(c.beta1), "ob1": one - f(c.beta1),
+            "beta2": f(c.beta2), "ob2": one - f(c.beta2)}
+
+
+class _State:
+    def __init__(self):
+        self.m1: Optional[torch.Tensor] = None
+        self.m2: Optional[torch.Tensor] = None
+
+
+class StudyAllReduce:
+    """An all-reduce of P emulated ranks with a candidate compensator; the interface of
+    echotk.AllReduce that echotk.tensor_parallel uses (ranks, dtype, reset(), __call__), plus
+    `post_norms`: per site, the post-norm's weight vector (None: no post-norm) and `hidden`."""
+
+    def __init__(self, ranks: int, spec: Spec, candidate: Candidate, hidden: int,
+                 post_norms: Sequence[Optional[torch.Tensor]], gains: Optional[Sequence[float]] = None,
+                 kappas: Optional[Sequence[float]] = None):
+        if spec.compensator != "off" or spec.dtype != "bf16":
+            raise ValueError("the study's spec is the transport (compensator off, dtype bf16)")
+        self.ranks, self.dtype, self.spec, self.candidate = ranks, "bf16", spec, candidate
+        self.hidden = hidden
+        self.post_norms = [None if w is None else w.detach().float().cpu() for w in post_norms]
+        if candidate.units == "static" and gains is None:
+            raise ValueError("units 'static' needs per-site gains (calibrate_gains)")
+        self.gains = gains
+        if candidate.units == "partial" and kappas is None:
+            raise ValueError("units 'partial' needs per-site kappas (calibrate_gains)")
+        self.kappas = kappas
+        if candidate.residual == "local":
+            # compensator single with beta 0 stores u itself: m1 = fp32(0 * m1 + 1 * u), and a fresh
+            # call applies c = 0, so each call is the transport of x' plus its local residual.
+            inner = dataclasses.replace(spec, dtype="fp32", compensator="single", beta=0.0, residual="local")
+        else:
+            inner = dataclasses.replace(spec, dtype="fp32")
+        self._inner = AllReduce(ranks=ranks, spec=inner)
+        self.reset()
+
+    def reset(self, direction: Optional[str] = None):
+        self.site = 0
+        self._states: Dict[int, _State] = {}
+        self._rms: Dict[int, torch.Tensor] = {}   # last delivered output's per-token RMS, by kind
+        self._last_rms: Optional[torch.Tensor] = None
+
+    # The gain of site k on a [P, n] tensor: a scalar, a [T, 1] column or a [T, hidden] block.
+    def _gbar(self, site: int) -> float:
+        w = self.post_norms[site]
+        return 1.0 if w is None else float(w.double().pow(2).mean().sqrt())
+
+    def _gain(self, site: int, r: Optional[torch.Tensor], inverse: bool) -> torch.Tensor:
+        units = self.candidate.units
+        w = self.post_norms[site]
+        if units == "site" or (w is None and units != "static"):
+            return torch.tensor(1.0)
+        if units == "static":
+            g = torch.tensor(float(self.gains[site]))
+            return 1.0 / g if inverse else g
+        if units == "partial" and inverse:
+            g = (self._gbar(site) / r).reshape(r.shape[0], -1, 1)   # r: [P, T] -> [P, T, 1]
+            return 1.0 / g
+        if units in ("dynamic", "oracle", "partial"):
+            g = (self._gbar(site) / r).reshape(-1, 1)           # [T, 1]
+            return 1.0 / g if inverse else g
+        # jacobian
+        floor = self.candidate.floor * self._gbar(site)
+        wf = w.clone()
+        if inverse:
+            small = wf.abs() < floor
+            wf[small] = torch.where(wf[small] < 0, -floor, floor)
+            return r.reshape(-1, 1) / wf.reshape(1, -1)
+        return wf.reshape(1, -1) / r.reshape(-1, 1)
+
+    def _prescale(self, site: int) -> Optional[torch.Tensor]:
+        w = self.post_norms[site]
+        if self.candidate.prescale <= 0 or w is None:
+            return None
+        e = torch.round(self.candidate.prescale * torch.log2(w.abs().clamp_min(1e-30) / self._gbar(site)))
+        return torch.exp2(e.clamp(-20, 20))
+
+    def _apply_rms(self, site: int, kind: int, exact: torch.Tensor, x: torch.Tensor) -> Optional[torch.Tensor]:
+        if self.candidate.units == "partial":
+            P = x.shape[0]
+            return self.kappas[site] * x.reshape(P, -1, self.hidden).double().pow(2).mean(dim=2).sqrt().float()
+        if self.candidate.units == "oracle":
+            return _rms_rows(exact, self.hidden)
+        return self._rms.get(kind, self._last_rms)
+
+    def __call__(self, parts: torch.Tensor, direction: str = "forward") -> torch.Tensor:
+        P, n = parts.shape
+        c = self.candidate
+        site, kind = self.site, self.site % 2
+        self.site += 1
+        key = kind if c.states == "per-kind" else 0
+        state = self._states.setdefault(key, _State())
+        x = parts.float()
+        shape = (P, n // self.hidden, self.hidden)
+        rho = None
+        if c.units == "self" and self.post_norms[site] is not None:
+            rho = x.reshape(shape).double().pow(2).mean(dim=2).sqrt().float().clamp_min(1e-30)   # [P, T]
+            self_gain = (self._gbar(site) / rho).unsqueeze(2)                                    # [P, T, 1]
+        k = _constants(c)
+        if state.m1 is not None:
+            corr = k["eta"] * (k["a"] * state.m1 + k["oa"] * state.m2)   # fp32, in the state's units
+            per_token = c.units in ("dynamic", "oracle", "jacobian", "partial")
+            r = self._apply_rms(site, kind, x.sum(dim=0), x) if per_token else None
+            if rho is not None:
+                corr = (corr.reshape(shape) / self_gain).reshape(P, n)
+            elif c.units == "self":
+                pass
+            elif r is None and per_token and self.post_norms[site] is not None:
+                corr = torch.zeros_like(corr)   # no estimate yet: no correction
+            else:
+                corr = (corr.reshape(shape) * self._gain(site, r, inverse=True)).reshape(P, n)
+            xp = x + corr
+        else:
+            xp = x
+        self._inner.reset()
+        d = self._prescale(site)
+        if d is None:
+            y32 = self._inner(xp.contiguous())
+        else:   # powers of two: exact both ways (no value here is near fp32's limits)
+            y32 = (self._inner((xp.reshape(shape) * d).reshape(P, n).contiguous()).reshape(-1, self.hidden)
+                   / d).reshape(n)
+        y = y32.bfloat16()
+        yf = y.float()
+        if c.residual == "local":
+            u = self._inner.state()[0]
+            g = self.spec.group
+            per = -(-(-(-n // g)) // P) * g          # elements per segment: ceil(ceil(n / g) / P) * g
+            for i in range(P):                       # own segment: acc - y with y as delivered (bf16)
+                lo, hi = min(i * per, n), min((i + 1) * per, n)
+                u[i, lo:hi] += y32[lo:hi] - yf[lo:hi]
+        else:
+            u = xp - yf / float(P)
+        r_out = _rms_rows(yf, self.hidden)
+        if rho is not None:
+            u = (u.reshape(shape) * self_gain).reshape(P, n)
+        elif c.units != "self":
+            u = (u.reshape(shape) * self._gain(site, r_out, inverse=False)).reshape(P, n)
+        if state.m1 is None:
+            state.m1 = torch.zeros_like(u)
+            state.m2 = torch.zeros_like(u)
+        state.m1 = k["beta1"] * state.m1 + k["ob1"] * u
+        state.m2 = k["beta2"] * state.m2 + k["ob2"] * u
+        self._rms[kind] = r_out
+        self._last_rms = r_out
+        return y
+
+
+def post_norm_weights(model) -> List[Optional[torch.Tensor]]:
+    """Per site (2l: attention output, 2l + 1: MLP output) the effective weight of the RMSNorm
+    applied to the site's output before the residual add, or None where the model has none
+    (Llama, Mistral, Qwen). Read off the norm module itself as norm(ones) * sqrt(1 + eps), so
+    Gemma's 1 + weight is included."""
+    name = type(model).__name__
+    layers = model.model.layers
+    out: List[Optional[torch.Tensor]] = []
+    for layer in layers:
+        if name.startswith("Gemma3") or name.startswith("Gemma2"):
+            norms = (layer.post_attention_layernorm, layer.post_feedforward_layernorm)
+        else:
+            norms = (None, None)
+        for norm in norms:
+            if norm is None:
+                out.append(None)
+                continue
+            hidden = norm.weight.shape[0]
+            eps = float(getattr(norm, "eps", getattr(norm, "variance_epsilon", 1e-6)))
+            with torch.no_grad():
+                ones = torch.ones(1, hidden, dtype=torch.float32)
+                w = norm(ones).float()[0] * (1.0 + eps) ** 0.5
+            out.append(w)
+    return out
+
+
+@torch.no_grad()
+def calibrate_gains(model, input_ids: torch.Tensor, ranks: int):
+    """Per site the scalar gain of its post-norm on a calibration pass: the median over tokens of
+    rms(w_k) / r_k(t), r_k(t) the RMS of token t's exact site output (1 for sites without a
+    post-norm); and kappa_k, the median over tokens of r_k(t) / rms over ranks of the partial
+    sums' per-token RMS. Returns (gains, kappas)."""
+    from echotk import ExactAllReduce
+    from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel
+
+    norms = post_norm_weights(model)
+    hidden = model.config.hidden_size
+    gains: List[float] = []
+    kappas: List[float] = []
+
+    class Recorder(ExactAllReduce):
+        def __call__(self, parts, direction="forward"):
+            out = super().__call__(parts, direction)
+            site = len(gains)
+            w = norms[site]
+            P = parts.shape[0]
+            rho = parts.float().reshape(P, -1, hidden).double().pow(2).mean(dim=2).mean(dim=0).sqrt()
+            kappas.append(float((_rms_rows(out.float(), hidden).double() / rho).median()))
+            if w is None:
+                gains.append(1.0)
+            else:
+                r = _rms_rows(out.float(), hidden)
+                gbar = float(w.double().pow(2).mean().sqrt())
+                gains.append(float((gbar / r.double()).median()))
+            return out
+
+    tensor_parallel(model, ranks=ranks, allreduce=Recorder(ranks=ranks, dtype="bf16"))
+    try:
+        model(input_ids=input_ids.unsqueeze(0), use_cache=False)
+    finally:
+        undo_tensor_parallel(model)
+    return gains, kappas
+
+
+def check_against_reference(ranks: int = 4, n: int = 4 * 640, sites: int = 6, seed: int = 0) -> None:
+    """Units "site", shared state: the reference's dual compensator bit for bit, over a pass."""
+    g = torch.Generator().manual_seed(seed)
+    study = StudyAllReduce(ranks, Spec(compensator="off"), Candidate(), 640, [None] * sites)
+    ref = AllReduce(ranks=ranks, spec=Spec())
+    for k in range(sites):
+        parts = (torch.randn(ranks, n, generator=g) * (10.0 ** (k % 3 - 1))).bfloat16()
+        a, b = study(parts), ref(parts)
+        if not torch.equal(a.view(torch.int16), b.view(torch.int16)):
+            raise AssertionError(f"site {k}: the study's dual compensator differs from the reference")
+
+
+if __name__ == "__main__":
+    check_against_reference()
+    print("check_against_reference: the study's dual compensator equals the reference bit for bit")

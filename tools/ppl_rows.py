@@ -21,8 +21,8 @@ import time
 import torch
 
 from echotk import AllReduce, ExactAllReduce, Spec
-from echotk.gguf_model import bos_id, load_model, load_tokenizer
-from echotk.ppl import paired, plan_windows, read_csv, read_text, score_windows, summarize, write_csv
+from echotk.models import bos_id, load_model, load_tokenizer
+from echotk.eval.ppl import paired, plan_windows, read_csv, read_text, score_windows, summarize, write_csv
 from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel
 
 # name: (ranks, "exact" | spec options, the options as `echotk ppl` spells them)
@@ -30,6 +30,7 @@ ROWS = {
     "p4-16bit": (4, "exact", "--ranks 4 --allreduce exact"),
     "p4-echo8": (4, dict(bits=8), "--ranks 4 --allreduce echo --bits 8"),
     "p4-nocomp4": (4, dict(compensator="off"), "--ranks 4 --allreduce echo --compensator off"),
+    "p4-nocomp8": (4, dict(bits=8, compensator="off"), "--ranks 4 --allreduce echo --bits 8 --compensator off"),
     "p4-echo4": (4, dict(), "--ranks 4 --allreduce echo"),
     "p4-naive": (4, dict(quantizer="naive"), "--ranks 4 --allreduce echo --quantizer naive"),
     "p4-symmetric": (4, dict(quantizer="symmetric"), "--ranks 4 --allreduce echo --quantizer symmetric"),
@@ -42,6 +43,8 @@ ROWS = {
 OUTLIER_ROWS = {
     "p4-nocomp4-rot": (4, dict(compensator="off", rotation="hadamard"),
                        "--ranks 4 --allreduce echo --compensator off --rotation hadamard"),
+    "p4-nocomp4-rot64": (4, dict(compensator="off", rotation="hadamard", group=64),
+                         "--ranks 4 --allreduce echo --compensator off --rotation hadamard --group 64"),
     "p4-nocomp4-out1": (4, dict(compensator="off", outliers=1),
                         "--ranks 4 --allreduce echo --compensator off --outliers 1"),
     "p4-nocomp4-out2": (4, dict(compensator="off", outliers=2),

@@ -1,0 +1,152 @@
+"""The perplexity tables of docs/results-gemma3.md, docs/results-smollm2.md and docs/outliers.md,
+built from an index (ppl.Index) and the paper's Table 4 (paper.py)."""
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+from . import paper
+from .ppl import DataError, Index, Row
+from .text import markdown
+
+UNCOMPENSATED = "--compensator off"
+PLAIN_ECHO4 = "--ranks 4 --allreduce echo"
+
+
+def ci(low: float, high: float, spec: str) -> str:
+    return f"[{low:{spec}}, {high:{spec}}]"
+
+
+def percent(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def wire_bits(w: float) -> str:
+    return f"{w:.0f}" if w.is_integer() and w >= 16 else f"{w:.4f}"
+
+
+def d_short(d: float) -> str:
+    """A difference in log-perplexity with three significant decimals below 10, two above."""
+    return f"{d:+.3f}" if abs(d) < 10 else f"{d:+.2f}"
+
+
+def like(index: Index, row: Row, options: str) -> Row:
+    """The row of the same text and baseline as `row` with these options; DataError naming them."""
+    found = index.find(row, options)
+    if found is None:
+        raise DataError(f"{index.path}: no row of text {row.text} runs `{options}` against {row.baseline} "
+                        f"(for {row.name})")
+    return found
+
+
+def uncompensated_of(index: Index, row: Row) -> Row:
+    return like(index, row, f"{row.options} {UNCOMPENSATED}")
+
+
+def gap_closed(index: Index, row: Row) -> float:
+    """1 - d(row) / d(uncompensated plain 4-bit of the same text and baseline)."""
+    return 1 - index.stats(row).d / index.stats(like(index, row, f"{PLAIN_ECHO4} {UNCOMPENSATED}")).d
+
+
+def rows_table(index: Index, table: str, d_header: str = "d log ppl vs first row", speed: bool = True) -> str:
+    """row, options, perplexity and its window interval, paired difference, ratio (and tokens/s)."""
+    header = ["row", "options", "perplexity", "95% CI (windows)", d_header, "95% CI (paired)", "ppl ratio"]
+    lines = []
+    for row, label in index.table(table):
+        s = index.stats(row)
+        line = [label, f"`{row.options}`", f"{s.perplexity:.2f}", ci(*s.ci, ".2f"), f"{s.d:+.4f}",
+                ci(*s.d_ci, "+.4f"), f"{s.ratio:.3f}"]
+        lines.append(line + [f"{s.tokens_per_s:.0f}"] if speed else line)
+    return markdown(header + ["tokens/s"] if speed else header, lines)
+
+
+def options_table(index: Index, table: str) -> str:
+    """docs/outliers.md's table: wire bits, perplexity, paired difference, ratio, gap closed."""
+    header = ["row", "wire bits/elt", "perplexity", "d log ppl vs 16-bit", "95% CI (paired)", "ppl ratio", "gap closed"]
+    lines = []
+    for row, label in index.table(table):
+        s = index.stats(row)
+        closed = "" if row.csv == row.baseline else percent(gap_closed(index, row))
+        lines.append([label, wire_bits(row.wire_bits), f"{s.perplexity:.2f}", f"{s.d:+.4f}", ci(*s.d_ci, "+.4f"),
+                      f"{s.ratio:.3f}", closed])
+    return markdown(header, lines)
+
+
+def counterpart(index: Index, row: Row, prefix: str) -> Row:
+    for r in index.rows:
+        if r.text == row.text and r.name.startswith(prefix) and r.options == row.options:
+            return r
+    raise DataError(f"{index.path}: no {prefix}* row of text {row.text} with the options of {row.name}")
+
+
+def two_tools_table(index: Index, table: str) -> str:
+    """docs/results-smollm2.md's Python rows (py-*) beside the C++ rows (cpp-*) of the same options."""
+    header = ["row", "options", "ppl, C++", "ppl, Python", "d log ppl, C++ [95% paired]",
+              "d log ppl, Python [95% paired]", "Python inside the C++ interval"]
+    lines = []
+    for row, label in index.table(table):
+        cpp = counterpart(index, row, "cpp-")
+        s_py, s_cpp = index.stats(row), index.stats(cpp)
+        if row.csv == row.baseline:
+            lines.append([label, f"`{row.options}`", f"{s_cpp.perplexity:.2f}", f"{s_py.perplexity:.2f}",
+                          "0", "0", "(baseline)"])
+            continue
+        inside = s_cpp.d_ci[0] <= s_py.d <= s_cpp.d_ci[1]
+        lines.append([label, f"`{row.options}`", f"{s_cpp.perplexity:.2f}", f"{s_py.perplexity:.2f}",
+                      f"{s_cpp.d:+.4f} {ci(*s_cpp.d_ci, '+.4f')}", f"{s_py.d:+.4f} {ci(*s_py.d_ci, '+.4f')}",
+                      "yes" if inside else "no"])
+    return markdown(header, lines)
+
+
+def closed_text(fraction: float) -> str:
+    if fraction < 0:
+        return f"none: {percent(fraction)} (Echo is worse than no compensation)"
+    return percent(fraction)
+
+
+def gap_closed_table(indices: Sequence[Index], table4: List[paper.Table4Row]) -> str:
+    """The paper's closure (Table 4) and ours: each index's rows of table `gap-closed` are Echo rows,
+    set against their uncompensated counterpart (uncompensated_of) and their baseline."""
+    header = ["model", "16-bit", "4-bit, no compensation", "Echo 4-bit", "gap closed by Echo"]
+    lines = []
+    for p in table4:
+        lines.append([f"{p.model} (paper, ppl)", f"{p.ppl_16bit:.2f}", f"{p.ppl_4bit_uncompensated:.2f}",
+                      f"{p.ppl_echo_4bit:.2f}", f"{percent(p.closed())} ({percent(p.closed_log())} in log-perplexity)"])
+    for index in indices:
+        for row, label in index.table("gap-closed"):
+            echo, off = index.stats(row), index.stats(uncompensated_of(index, row))
+            lines.append([label, "0", d_short(off.d), d_short(echo.d), closed_text(1 - echo.d / off.d)])
+    return markdown(header, lines)
+
+
+def paper_closure_text(table4: List[paper.Table4Row]) -> str:
+    """The paper's closures as a formula per model, for prose."""
+    return ", ".join(f"({p.ppl_4bit_uncompensated:.2f} - {p.ppl_echo_4bit:.2f}) / "
+                     f"({p.ppl_4bit_uncompensated:.2f} - {p.ppl_16bit:.2f}) = {percent(p.closed())} on {p.model}"
+                     for p in table4)
+
+
+def compensated_cost_text(index: Index, tables: Sequence[str]) -> str:
+    """For docs/outliers.md's Gemma reading: how many times the log-perplexity cost of uncompensated
+    plain 4-bit, and of the uncompensated rotation, each compensated row of the tables with a
+    transport option (every compensated row but plain Echo 4-bit) costs."""
+    plain, rotated = [], []
+    for row, _ in [line for table in tables for line in index.table(table)]:
+        if not row.compensated or row.options == PLAIN_ECHO4:
+            continue
+        d = index.stats(row).d
+        plain.append(d / index.stats(like(index, row, f"{PLAIN_ECHO4} {UNCOMPENSATED}")).d)
+        rotated.append(d / index.stats(like(index, row, f"{PLAIN_ECHO4} {UNCOMPENSATED} --rotation hadamard")).d)
+    if not plain:
+        raise DataError(f"{index.spec_path}: tables {', '.join(tables)} have no compensated row")
+    return (f"{min(plain):.1f} to {max(plain):.1f} times the log-perplexity of uncompensated plain 4-bit and "
+            f"{min(rotated):.1f} to {max(rotated):.1f} times that of the uncompensated rotation")
+
+
+def costs_text(index: Index, text: str, parts: Sequence[Tuple[str, str, int]]) -> str:
+    """"A costs x% perplexity, B y%, ...": the perplexity ratio against its baseline of each
+    (label, row, decimals) of the text."""
+    said = [f"{label} {100 * (index.stats(index.row(text, row)).ratio - 1):.{decimals}f}%"
+            for label, row, decimals in parts]
+    first, *rest = said
+    head, value = first.rsplit(" ", 1)
+    return ", ".join([f"{head} costs {value} perplexity"] + rest)

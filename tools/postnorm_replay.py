@@ -51,7 +51,7 @@ def main(argv=None) -> int:
         hidden = int(t.attrs["hidden"])
         y = r["outputs"][:, :, 0, :].astype(np.float64)         # [passes, sites, n]
         e = r["net_error"][:].astype(np.float64)
-    passes, num_sites = x.shape[0], x.shape[1]
+    num_sites = x.shape[1]
     s = x.sum(axis=2)
     peak_x = sites.peak_to_rms(x)
     peak_s = sites.peak_to_rms(s[:, :, None, :])

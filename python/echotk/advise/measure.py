@@ -21,7 +21,7 @@ from torch import nn
 from .._allreduce import AllReduce
 from .._spec import Spec
 from ..capture import capture
-from ..tensor_parallel import ATTENTION, MLP, _check_architecture
+from ..tensor_parallel import SITE_MODULES, decoder_layers
 from . import sites
 
 TRACE_PASSES = 2
@@ -53,10 +53,12 @@ class SiteMeasures:
 def _site_linears(model: nn.Module) -> List[nn.Module]:
     """The row-parallel projections in site order (2l: attention o_proj, 2l + 1: MLP down_proj)."""
     linears = []
-    for layer in _check_architecture(model):
-        for path, kind in (("self_attn.o_proj", ATTENTION), ("mlp.down_proj", MLP)):
-            owner, attr = path.split(".")
-            linears.append(getattr(getattr(layer, owner), attr))
+    for layer in decoder_layers(model):
+        for where in SITE_MODULES[type(model).__name__]:
+            owner = layer
+            for name in where.linear.split("."):
+                owner = getattr(owner, name)
+            linears.append(owner)
     return linears
 
 
@@ -66,7 +68,7 @@ def find_post_norms(model: nn.Module, input_ids: torch.Tensor) -> List[Optional[
     post_attention_layernorm and post_feedforward_layernorm), or None where the output joins the
     residual stream as it is (pre-norm models): found by running `model` once on `input_ids`."""
     outputs: List[tuple] = []   # (output tensor, site) of the pass, kept alive for the identity test
-    found: List[Optional[nn.Module]] = [None] * (2 * len(_check_architecture(model)))
+    found: List[Optional[nn.Module]] = [None] * (2 * len(decoder_layers(model)))
 
     def on_site(site):
         return lambda module, args, out: outputs.append((out, site))

@@ -103,6 +103,7 @@ void run_capture(const CaptureArgs& args) {
   }
   info.tokens = args.length;
   info.hidden = config.hidden;
+  info.post_norm = "none";  // SmolLM2: each site's output joins the residual stream as it is
   info.model = config.name.empty() ? "SmolLM2-135M-Instruct" : config.name;
   std::ostringstream source;
   source << "echotk capture: " << args.text << ", windows of " << args.length

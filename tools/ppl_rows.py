@@ -8,7 +8,8 @@ the first row.
         --windows 8 --length 512 --out data/gemma3/ppl/moby [--rows p4-16bit p4-echo4 ...]
 
 `--set outliers` runs the rows of the transport options (OUTLIER_ROWS, docs/outliers.md) instead
-of ROWS; `--rows` takes names of either set.
+of ROWS, `--set postnorm` those of compensator units 'stream' (POSTNORM_ROWS); `--rows` takes names
+of any set.
 """
 from __future__ import annotations
 
@@ -56,8 +57,22 @@ OUTLIER_ROWS = {
                         "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual local --eta 1"),
     "p4-out2": (4, dict(outliers=2), "--ranks 4 --allreduce echo --outliers 2"),
 }
-ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS}
-ALL_ROWS = {**ROWS, **OUTLIER_ROWS}
+# Compensator units 'stream' (docs/numerics.md 6.1, CPU reference only) and the 8-bit control
+# without compensation, for post-norm models (docs/results-gemma3.md), paired against p4-16bit.
+POSTNORM_ROWS = {
+    "p4-nocomp8": ROWS["p4-nocomp8"],
+    "p4-stream-local": (4, dict(compensator_units="stream", residual="local"),
+                        "--ranks 4 --allreduce echo --residual local --compensator-units stream"),
+    "p4-rot-stream-local": (4, dict(rotation="hadamard", compensator_units="stream", residual="local"),
+                            "--ranks 4 --allreduce echo --rotation hadamard --residual local --compensator-units stream"),
+    "p4-rot64-stream-local": (4, dict(rotation="hadamard", group=64, compensator_units="stream", residual="local"),
+                              "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual local "
+                              "--compensator-units stream"),
+    "p4-echo8-stream": (4, dict(bits=8, compensator_units="stream"),
+                        "--ranks 4 --allreduce echo --bits 8 --compensator-units stream"),
+}
+ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS, "postnorm": POSTNORM_ROWS}
+ALL_ROWS = {**ROWS, **OUTLIER_ROWS, **POSTNORM_ROWS}
 
 
 def make_allreduce(ranks, options):
@@ -74,7 +89,8 @@ def main(argv=None) -> int:
     p.add_argument("--length", type=int, default=512)
     p.add_argument("--out", required=True, help="prefix of the CSV files: OUT-ROW.csv")
     p.add_argument("--set", default="main", choices=list(ROW_SETS),
-                   help="the rows run when --rows is not given: ROWS (main) or OUTLIER_ROWS (outliers)")
+                   help="the rows run when --rows is not given: ROWS (main), OUTLIER_ROWS (outliers) or "
+                        "POSTNORM_ROWS (postnorm)")
     p.add_argument("--rows", nargs="+", choices=list(ALL_ROWS))
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--reuse", action="store_true", help="keep rows whose CSV exists")

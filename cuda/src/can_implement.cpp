@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "echo/site.h"
+
 namespace echo::cuda {
 
 Status can_implement(const AllReduceSpec& spec, int ranks) {
@@ -10,6 +12,11 @@ Status can_implement(const AllReduceSpec& spec, int ranks) {
   if (spec.quant.bits != 4 && spec.quant.bits != 8) {
     return Status(StatusCode::kUnsupported,
                   "the CUDA path implements bits 4 and 8, got " + std::to_string(spec.quant.bits));
+  }
+  if (needs_site(spec)) {
+    return Status(StatusCode::kUnsupported,
+                  "the CUDA path implements compensator units 'site' only (units 'stream', docs/numerics.md "
+                  "6.1, are CPU reference only)");
   }
   if (spec.algorithm != Algorithm::kOwner) {
     return Status(StatusCode::kUnsupported, std::string("the CUDA path implements the owner algorithm only, got ") +

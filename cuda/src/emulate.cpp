@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "echo/cuda/can_implement.h"
+#include "echo/site.h"
 #include "communicator_impl.h"
 #include "emulate_args.h"
 
@@ -45,6 +46,11 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
   }
   if (Status s = can_implement_transport(a.spec.quant); !s.ok()) {
     return Status(s.code(), "emulate_allreduce: " + s.message());
+  }
+  if (needs_site(a.spec)) {
+    return Status(StatusCode::kUnsupported,
+                  "emulate_allreduce: the emulation implements compensator units 'site' only (units 'stream', "
+                  "docs/numerics.md 6.1, are CPU reference only)");
   }
   if (a.count == 0) return invalid("count must be >= 1");
   const std::size_t es = dtype_size(a.spec.dtype);

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Optional, Tuple
 
 import numpy as np
 import torch
@@ -11,6 +11,9 @@ from . import _C, ops
 from ._report import AllReduceReport
 from ._spec import Spec
 from ._util import DIRECTIONS, as_dtype, check_contiguous, check_direction, check_ranks, spec_or_default
+
+if TYPE_CHECKING:
+    from .nn import Site
 
 
 def _as_tensor(parts) -> torch.Tensor:
@@ -82,9 +85,14 @@ class AllReduce:
     that [P, n] fp32 buffer and its memory traffic on the GPU (the norm fields then read None). The
     CPU reference always computes them."""
 
+    takes_site = True  # echotk.nn.TensorParallelGroup passes each call's Site (compensator_units)
+
     def __init__(self, ranks: int, spec: Optional[Spec] = None, device="cpu", norms: bool = True):
         self.spec = spec_or_default(spec)
         self.spec.handle(ranks)  # ValueError for ranks or a spec out of range
+        if torch.device(device).type == "cuda" and self.spec.compensator_units != "site":
+            raise ValueError(f"the CUDA path implements compensator_units 'site' only (units "
+                             f"'{self.spec.compensator_units}' are CPU reference only; docs/numerics.md 6.1)")
         if torch.device(device).type == "cuda" and self.spec.outliers != 0:
             # The emulation implements wide groups and the rotation, not outliers sent exactly (its
             # emulate_can_implement refuses them too); here before any GPU work or graph capture.
@@ -106,8 +114,12 @@ class AllReduce:
             if direction is None or name == direction:
                 state.live = False
 
-    def __call__(self, parts, direction: str = "forward"):
+    def __call__(self, parts, direction: str = "forward", site: Optional[Site] = None):
+        """The sum of parts [P, n] as every rank gets it. `site` (an echotk.nn.Site, which
+        echotk.tensor_parallel passes) is needed by forward calls of a spec with
+        compensator_units='stream': its post-norm sets the call's gains; other specs ignore it."""
         parts, raw_bits = _call_arguments(parts, direction, self.ranks, self.dtype, self.device)
+        site_row, site_weight_rms = self._site_arguments(site, direction)
         state = self._states[direction]
         n = parts.shape[1]
         if parts.device.type == "cuda":
@@ -120,10 +132,27 @@ class AllReduce:
             state.m1 = torch.zeros(self.ranks, n, dtype=torch.float32, device=parts.device)
             state.m2 = torch.zeros(self.ranks, n, dtype=torch.float32, device=parts.device)
         out, report = torch.ops.echotk.allreduce(parts, state.m1, state.m2, self._key, self.ranks,
-                                                 direction, not state.live)
+                                                 direction, not state.live, site_row, site_weight_rms)
         state.live = True
         self._read_report = functools.partial(AllReduceReport.from_tensor, direction, report)
         return out.view(torch.uint16) if raw_bits else out
+
+    def _site_arguments(self, site: Optional[Site], direction: str) -> Tuple[int, float]:
+        """(site_row, site_weight_rms) of echotk::allreduce for this call: (-1, 0) unless the spec's
+        units are 'stream' on a forward call with the compensator on, which need `site`."""
+        if (self.spec.compensator_units != "stream" or direction != "forward"
+                or self.spec.compensator == "off"):
+            return -1, 0.0
+        if site is None:
+            raise ValueError("compensator_units='stream' needs each forward call's site: call "
+                             "ar(parts, 'forward', site=echotk.nn.Site(...)) with the site's post-norm, as "
+                             "echotk.tensor_parallel does")
+        scale = site.post_norm_scale()
+        if scale is None:
+            return 0, 0.0
+        if scale.dim() != 1:
+            raise ValueError(f"site {site.index}: the post-norm's weight has shape {list(scale.shape)}, not [hidden]")
+        return scale.numel(), float(_C.post_norm_weight_rms(scale.numpy()))
 
     def _call_cuda(self, parts: torch.Tensor, state: _DirectionState, direction: str) -> torch.Tensor:
         n = parts.shape[1]

@@ -19,12 +19,20 @@ _DTYPE_ATTR = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 def write_trace(path: str, contributions: np.ndarray, dtype: str, ranks: int, *,
                 hidden_states: Optional[np.ndarray] = None, site_kind: Optional[np.ndarray] = None,
                 tokens: Optional[int] = None, hidden: Optional[int] = None, model: str = "",
-                source: str = "", direction: str = "forward") -> None:
-    """Writes an echo-trace v1 file atomically: contributions [passes, sites, ranks, n] float32."""
+                source: str = "", direction: str = "forward",
+                post_norm_weights: Optional[np.ndarray] = None, post_norm: Optional[str] = None) -> None:
+    """Writes an echo-trace v1 file atomically: contributions [passes, sites, ranks, n] float32.
+    post_norm_weights [sites, hidden] (each site's post-norm's effective scale) records post_norm
+    'rmsnorm'; post_norm='none' records sites without one; neither leaves it unrecorded."""
     import h5py
 
     if contributions.ndim != 4 or contributions.shape[2] != ranks:
         raise ValueError(f"contributions must be [passes, sites, {ranks}, n], got {contributions.shape}")
+    if post_norm_weights is not None and (hidden is None or post_norm_weights.shape != (contributions.shape[1], hidden)):
+        raise ValueError(f"post_norm_weights must be [sites, hidden] = [{contributions.shape[1]}, {hidden}], "
+                         f"got {list(post_norm_weights.shape)}")
+    if post_norm_weights is None and post_norm not in (None, "none"):
+        raise ValueError(f"post_norm must be 'none' without post_norm_weights, got {post_norm!r}")
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["format"] = "echo-trace"
         f.attrs["version"] = np.int64(1)
@@ -48,6 +56,11 @@ def write_trace(path: str, contributions: np.ndarray, dtype: str, ranks: int, *,
                              compression_opts=4)
         if site_kind is not None:
             f.create_dataset("site_kind", data=site_kind.astype(np.int8))
+        if post_norm_weights is not None:
+            f.attrs["post_norm"] = "rmsnorm"
+            f.create_dataset("post_norm_weights", data=post_norm_weights.astype(np.float32, copy=False))
+        elif post_norm is not None:
+            f.attrs["post_norm"] = "none"
 
 
 @torch.no_grad()
@@ -106,7 +119,14 @@ def capture(model: nn.Module, input_ids: torch.Tensor, ranks: int, path: str, *,
             undo_tensor_parallel(model)
 
     site_kind = np.array([site.kind for site in group.sites], dtype=np.int8)
+    scales = [site.post_norm_scale() for site in group.sites]
+    post_norm_weights = None
+    if all(s is not None for s in scales):
+        post_norm_weights = torch.stack(scales).numpy()
+    elif any(s is not None for s in scales):
+        raise ValueError("some sites have a post-norm and others not; the trace format records all or none")
     name = model_name or getattr(model.config, "name_or_path", "") or type(model).__name__
     write_trace(path, contributions, dtype, ranks, hidden_states=hidden, site_kind=site_kind,
-                tokens=tokens, hidden=hidden_size, model=name, source=source)
+                tokens=tokens, hidden=hidden_size, model=name, source=source,
+                post_norm_weights=post_norm_weights, post_norm="none")
     return path

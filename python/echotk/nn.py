@@ -42,11 +42,20 @@ class Site:
     before adding it to the residual stream, as the model stores it (Gemma 3's
     post_attention_layernorm and post_feedforward_layernorm, whose scale is 1 + weight; None for
     pre-norm models: Llama, Mistral, Qwen, echotk.train's TPLlama). post_norm is the model's own
-    Parameter, so it follows the model across devices."""
+    Parameter, so it follows the model across devices; the norm scales by post_norm +
+    post_norm_offset (1.0 for Gemma 3, 0.0 where the weight is the scale itself)."""
 
     index: int
     kind: int
     post_norm: Optional[torch.Tensor] = None
+    post_norm_offset: float = 0.0
+
+    def post_norm_scale(self) -> Optional[torch.Tensor]:
+        """The post-norm's effective per-feature scale as float32 on the CPU (None without one):
+        fp32(post_norm + post_norm_offset), as the norm computes it."""
+        if self.post_norm is None:
+            return None
+        return (self.post_norm.detach().float().cpu() + self.post_norm_offset).contiguous()
 
     def __repr__(self):
         norm = "None" if self.post_norm is None else f"<weight {list(self.post_norm.shape)}>"
@@ -90,7 +99,8 @@ class TensorParallelGroup:
         """The sites in index order."""
         return [self._sites[i] for i in sorted(self._sites)]
 
-    def site(self, index: int, kind: int, post_norm: Optional[torch.Tensor] = None) -> Site:
+    def site(self, index: int, kind: int, post_norm: Optional[torch.Tensor] = None,
+             post_norm_offset: float = 0.0) -> Site:
         """The record of site `index`, made at its first use; later uses (a site's column- and
         row-parallel layers share it) must name the same kind and give no other post_norm."""
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
@@ -99,7 +109,7 @@ class TensorParallelGroup:
             raise ValueError(f"site {index}: kind must be ATTENTION (0) or MLP (1), got {kind!r}")
         record = self._sites.get(index)
         if record is None:
-            record = self._sites[index] = Site(index, kind, post_norm)
+            record = self._sites[index] = Site(index, kind, post_norm, float(post_norm_offset))
         elif record.kind != kind:
             raise ValueError(f"site {index} is of kind {record.kind} already, not {kind}")
         elif post_norm is not None and post_norm is not record.post_norm:
@@ -264,11 +274,11 @@ class RowParallelLinear(nn.Module):
     RowParallelLinear(group, in, out, site, kind) has its own shards, weight[r] = [in / P, out]
     (P must divide in). With linear= (RowParallelLinear.from_linear) it computes with the Linear's
     own weight [out, in] and bias, the same Parameters (state_dict keys stay), P any number up to
-    in; post_norm= goes to the site's record (Site.post_norm)."""
+    in; post_norm= (and post_norm_offset=) go to the site's record (Site.post_norm)."""
 
     def __init__(self, group: TensorParallelGroup, in_features: int, out_features: int, site: int, kind: int,
                  init_std: float = 0.02, *, linear: Optional[nn.Linear] = None,
-                 post_norm: Optional[torch.Tensor] = None):
+                 post_norm: Optional[torch.Tensor] = None, post_norm_offset: float = 0.0):
         super().__init__()
         P = group.ranks
         if linear is None and (in_features < 1 or in_features % P):
@@ -279,7 +289,7 @@ class RowParallelLinear(nn.Module):
         if in_features < P:
             raise ValueError(f"site {site} has {in_features} input features for {P} ranks")
         self.group, self.site, self.kind = group, site, kind
-        self.site_record = group.site(site, kind, post_norm)
+        self.site_record = group.site(site, kind, post_norm, post_norm_offset)
         self.in_features, self.out_features = in_features, out_features
         if linear is None:
             self.weight = nn.Parameter(torch.empty(P, in_features // P, out_features))
@@ -299,10 +309,12 @@ class RowParallelLinear(nn.Module):
 
     @classmethod
     def from_linear(cls, group: TensorParallelGroup, linear: nn.Linear, site: int, kind: int,
-                    post_norm: Optional[torch.Tensor] = None) -> "RowParallelLinear":
+                    post_norm: Optional[torch.Tensor] = None,
+                    post_norm_offset: float = 0.0) -> "RowParallelLinear":
         """The row-parallel form of `linear`, computing with its weight and bias (the same
-        Parameters); post_norm goes to the site's record (Site.post_norm)."""
-        return cls(group, linear.in_features, linear.out_features, site, kind, linear=linear, post_norm=post_norm)
+        Parameters); post_norm and its offset go to the site's record (Site.post_norm)."""
+        return cls(group, linear.in_features, linear.out_features, site, kind, linear=linear, post_norm=post_norm,
+                   post_norm_offset=post_norm_offset)
 
     def partial_sums(self, x: torch.Tensor) -> torch.Tensor:
         """[P, tokens, out]: rank r's x[:, slice_r] @ W[:, slice_r]^T, one batched matmul."""

@@ -26,12 +26,13 @@ class SiteModules:
     linear: str                # the row-parallel Linear
     input_norm: str            # the norm whose input is the residual stream before the site
     post_norm: Optional[str]   # the norm applied to the site's output before the residual add
+    post_norm_offset: float = 0.0  # the norm scales by weight + offset (Gemma 3: 1 + weight)
 
 
 _PRE_NORM = (SiteModules("self_attn.o_proj", "input_layernorm", None),
              SiteModules("mlp.down_proj", "post_attention_layernorm", None))
-_GEMMA3 = (SiteModules("self_attn.o_proj", "input_layernorm", "post_attention_layernorm"),
-           SiteModules("mlp.down_proj", "pre_feedforward_layernorm", "post_feedforward_layernorm"))
+_GEMMA3 = (SiteModules("self_attn.o_proj", "input_layernorm", "post_attention_layernorm", 1.0),
+           SiteModules("mlp.down_proj", "pre_feedforward_layernorm", "post_feedforward_layernorm", 1.0))
 # Per architecture, each decoder layer's sites in order (ATTENTION, then MLP), under model.model.layers.
 SITE_MODULES: Dict[str, Tuple[SiteModules, SiteModules]] = {
     "LlamaForCausalLM": _PRE_NORM, "MistralForCausalLM": _PRE_NORM, "Qwen2ForCausalLM": _PRE_NORM,
@@ -96,7 +97,8 @@ def tensor_parallel(model: nn.Module, ranks: int, allreduce) -> nn.Module:
             if where.post_norm is not None:
                 norm_owner, norm_attr = _path(layer, where.post_norm)
                 post_norm = getattr(norm_owner, norm_attr).weight
-            setattr(owner, attr, RowParallelLinear.from_linear(group, linear, 2 * layer_idx + kind, kind, post_norm))
+            setattr(owner, attr, RowParallelLinear.from_linear(group, linear, 2 * layer_idx + kind, kind, post_norm,
+                                                               where.post_norm_offset))
             replaced.append((owner, attr, linear))
     # Every forward pass starts the compensator afresh, as the paper and `echotk ppl` do.
     hook = model.register_forward_pre_hook(lambda module, args: group.reset())

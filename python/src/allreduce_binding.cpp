@@ -1,12 +1,14 @@
 #include "allreduce_binding.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nanobind/stl/string.h>
 
 #include "arrays.h"
+#include "echo/site.h"
 #include "echo/status.h"
 
 namespace echotk {
@@ -69,10 +71,25 @@ std::vector<float*> rows(std::vector<float>& data, int ranks, std::size_t n) {
   return p;
 }
 
+// The call's site (docs/numerics.md 6.1) from the op's two numbers: site_row < 0, not known;
+// 0, a site without a post-norm; > 0, a post-norm of that many elements per row and weight RMS
+// site_weight_rms (post_norm_weight_rms of its weights).
+std::optional<echo::SiteInfo> site_of(std::int64_t site_row, double site_weight_rms) {
+  if (site_row < 0) return std::nullopt;
+  echo::SiteInfo site;
+  if (site_row > 0) {
+    site.has_post_norm = true;
+    site.row_length = static_cast<std::size_t>(site_row);
+    site.weight_rms = static_cast<float>(site_weight_rms);
+  }
+  return site;
+}
+
 // One Echo all-reduce: parts [P, n] -> out [n]; m1, m2 [P, n] fp32 hold the compensator state
 // (read unless fresh, written back); report [kNumReportSlots] float64 receives the report.
 void allreduce(const SpecHandle& h, const std::string& direction, AnyArray parts, AnyArray out,
-               AnyArray m1, AnyArray m2, bool fresh, AnyArray report) {
+               AnyArray m1, AnyArray m2, bool fresh, AnyArray report, std::int64_t site_row,
+               double site_weight_rms) {
   echo::AllReduceSpec spec = h.spec;
   spec.direction = parse_direction(direction);
   const int P = h.ranks;
@@ -85,6 +102,11 @@ void allreduce(const SpecHandle& h, const std::string& direction, AnyArray parts
   if (compensate) check_float32(m1, "state m1", {P, static_cast<std::int64_t>(n)});
   if (dual) check_float32(m2, "state m2", {P, static_cast<std::int64_t>(n)});
   check_float64(report, "report", {kNumReportSlots});
+  const std::optional<echo::SiteInfo> site = site_of(site_row, site_weight_rms);
+  if (echo::needs_site(spec) && !site) {
+    throw nb::value_error("compensator_units='stream' needs each forward call's site: call the all-reduce as "
+                          "ar(parts, direction, site=echotk.nn.Site(...)), as echotk.tensor_parallel does");
+  }
 
   const std::size_t total = static_cast<std::size_t>(P) * n;
   echo::Status status;
@@ -103,8 +125,10 @@ void allreduce(const SpecHandle& h, const std::string& direction, AnyArray parts
     const auto in = rows(x, P, n);
     const auto outs = rows(y, P, n);
     const auto comp = rows(xp, P, n);
-    status = echo::allreduce(spec, P, n, in.data(), outs.data(), compensate ? states.data() : nullptr,
-                             comp.data(), &rep);
+    status = site ? echo::allreduce_at_site(*site, spec, P, n, in.data(), outs.data(),
+                                            compensate ? states.data() : nullptr, comp.data(), &rep)
+                  : echo::allreduce(spec, P, n, in.data(), outs.data(), compensate ? states.data() : nullptr,
+                                    comp.data(), &rep);
     if (status.ok()) {
       for (std::size_t r = 0; r < states.size(); ++r) {
         std::copy(states[r].m1.begin(), states[r].m1.end(), m1_data + r * n);
@@ -148,12 +172,32 @@ void exact_allreduce(const std::string& dtype_name, int ranks, AnyArray parts, A
   fill_norms(ranks, n, x.data(), x.data(), y.data(), stats);
 }
 
+// echo::post_norm_site(weights).weight_rms: the RMS of a post-norm's effective weights [H] as the
+// stream units form it (docs/numerics.md 6.1).
+double post_norm_weight_rms(AnyArray weights) {
+  check_float32(weights, "post-norm weights", {-1});
+  const auto* w = static_cast<const float*>(weights.data());
+  const std::size_t h = weights.shape(0);
+  if (h == 0) throw nb::value_error("the post-norm has no weights (shape [0])");
+  for (std::size_t i = 0; i < h; ++i) {
+    if (!std::isfinite(w[i])) {
+      throw nb::value_error(("the post-norm's weight " + std::to_string(i) + " is not finite").c_str());
+    }
+  }
+  return echo::post_norm_site(std::vector<float>(w, w + h)).weight_rms;
+}
+
 }  // namespace
 
 void register_allreduce(nb::module_& m) {
   m.def("allreduce", &allreduce, nb::arg("spec"), nb::arg("direction"), nb::arg("parts"), nb::arg("out"),
-        nb::arg("m1"), nb::arg("m2"), nb::arg("fresh"), nb::arg("report"),
-        "echo::allreduce over parts [P, n] into out [n]; m1, m2 [P, n] fp32 compensator state.");
+        nb::arg("m1"), nb::arg("m2"), nb::arg("fresh"), nb::arg("report"), nb::arg("site_row") = -1,
+        nb::arg("site_weight_rms") = 0.0,
+        "echo::allreduce over parts [P, n] into out [n]; m1, m2 [P, n] fp32 compensator state; site_row >= 0 "
+        "gives the call's site (echo::allreduce_at_site: 0 without a post-norm, else its row length and "
+        "site_weight_rms).");
+  m.def("post_norm_weight_rms", &post_norm_weight_rms, nb::arg("weights"),
+        "RMS of a post-norm's effective weights [H] (float32) as compensator units 'stream' form it.");
   m.def("exact_allreduce", &exact_allreduce, nb::arg("dtype"), nb::arg("ranks"), nb::arg("parts"),
         nb::arg("out"), nb::arg("report"),
         "echo::exact_allreduce: fp32 sum of parts [P, n] in rank order, rounded once into out [n].");

@@ -3,6 +3,7 @@
 // (allreduce_stages.h, one function per section).
 #include "echo/allreduce.h"
 #include "echo/alteration.h"
+#include "echo/site.h"
 
 #include <algorithm>
 #include <string>
@@ -29,9 +30,17 @@ Status validate_state(const CompensatorState& state, std::size_t count, int rank
 }
 
 Status validate_call(const AllReduceSpec& spec, int ranks, std::size_t count, const float* const* inputs,
-                     float* const* outputs, const CompensatorState* states) {
+                     float* const* outputs, const CompensatorState* states, const SiteInfo* site) {
   ECHO_TRY(spec.validate(ranks));
   if (count == 0) return Status(StatusCode::kInvalidArgument, "element count must be >= 1");
+  if (needs_site(spec)) {
+    if (site == nullptr) {
+      return Status(StatusCode::kInvalidArgument,
+                    "compensator units 'stream' need the call's site (whether it has a post-norm, and its "
+                    "weights): call allreduce_at_site (echo/site.h)");
+    }
+    ECHO_TRY(validate_site(*site, count));
+  }
   if (inputs == nullptr || outputs == nullptr) {
     return Status(StatusCode::kInvalidArgument, "inputs and outputs must not be null");
   }
@@ -103,20 +112,16 @@ AllReduceWorkspace::~AllReduceWorkspace() = default;
 AllReduceWorkspace::AllReduceWorkspace(AllReduceWorkspace&&) noexcept = default;
 AllReduceWorkspace& AllReduceWorkspace::operator=(AllReduceWorkspace&&) noexcept = default;
 
-Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count, const float* const* inputs,
-                 float* const* outputs, CompensatorState* states, float* const* compensated,
-                 AllReduceReport* report, AllReduceWorkspace* workspace) {
-  return allreduce_altered(Alteration::kNone, spec, ranks, count, inputs, outputs, states, compensated, report,
-                           workspace);
-}
+namespace {
 
-Status allreduce_altered(Alteration alteration, const AllReduceSpec& spec, int ranks, std::size_t count,
-                         const float* const* inputs, float* const* outputs, CompensatorState* states,
-                         float* const* compensated, AllReduceReport* report, AllReduceWorkspace* workspace) {
-  ECHO_TRY(validate_call(spec, ranks, count, inputs, outputs, states));
+// The call, every entry point's: the stages of numerics 3-6 in order.
+Status run_call(Alteration alteration, const SiteInfo* site, const AllReduceSpec& spec, int ranks,
+                std::size_t count, const float* const* inputs, float* const* outputs, CompensatorState* states,
+                float* const* compensated, AllReduceReport* report, AllReduceWorkspace* workspace) {
+  ECHO_TRY(validate_call(spec, ranks, count, inputs, outputs, states, site));
   AllReduceWorkspace call_workspace;
   AllReduceWorkspace::Buffers& b = (workspace != nullptr ? *workspace : call_workspace).buffers();
-  const CallPlan c(spec, ranks, count, alteration);
+  const CallPlan c(spec, ranks, count, alteration, needs_site(spec) ? site : nullptr);
 
   AllReduceReport result;
   stages::apply(c, inputs, states, compensated, b);
@@ -145,6 +150,30 @@ Status allreduce_altered(Alteration alteration, const AllReduceSpec& spec, int r
   for (int r = 0; r < ranks; ++r) std::copy(b.y[r].begin(), b.y[r].end(), outputs[r]);
   if (report != nullptr) *report = result;
   return Status::Ok();
+}
+
+}  // namespace
+
+Status allreduce(const AllReduceSpec& spec, int ranks, std::size_t count, const float* const* inputs,
+                 float* const* outputs, CompensatorState* states, float* const* compensated,
+                 AllReduceReport* report, AllReduceWorkspace* workspace) {
+  return run_call(Alteration::kNone, nullptr, spec, ranks, count, inputs, outputs, states, compensated, report,
+                  workspace);
+}
+
+Status allreduce_altered(Alteration alteration, const AllReduceSpec& spec, int ranks, std::size_t count,
+                         const float* const* inputs, float* const* outputs, CompensatorState* states,
+                         float* const* compensated, AllReduceReport* report, AllReduceWorkspace* workspace,
+                         const SiteInfo* site) {
+  return run_call(alteration, site, spec, ranks, count, inputs, outputs, states, compensated, report,
+                  workspace);
+}
+
+Status allreduce_at_site(const SiteInfo& site, const AllReduceSpec& spec, int ranks, std::size_t count,
+                         const float* const* inputs, float* const* outputs, CompensatorState* states,
+                         float* const* compensated, AllReduceReport* report, AllReduceWorkspace* workspace) {
+  return run_call(Alteration::kNone, &site, spec, ranks, count, inputs, outputs, states, compensated, report,
+                  workspace);
 }
 
 }  // namespace echo

@@ -71,6 +71,41 @@ std::size_t count_nonfinite_groups(const float* const* in, int ranks, std::size_
   return groups;
 }
 
+// Numerics 6.1 steps 1-3: the gains of each row of one rank's dtype(x).
+void row_gains(const CallPlan& c, const float* x, std::vector<numerics::StreamGains>& gains) {
+  const std::size_t rows = c.count / c.row_length;
+  const float n = static_cast<float>(c.row_length);
+  gains.resize(rows);
+  for (std::size_t t = 0; t < rows; ++t) {
+    const float q = numerics::row_sum_of_squares(x + t * c.row_length, c.row_length);
+    gains[t] = numerics::stream_gains(c.weight_rms, numerics::row_rms(q, n));
+  }
+}
+
+// Numerics 6.1 step 4: x' = fp32(x + fp32(c0 * R)) per element, c0 the correction of numerics 6
+// (compensator_apply's, with the row's R between); an empty state applies nothing.
+void apply_in_stream_units(const CallPlan& c, const CompensatorState& state, const float* x,
+                           const std::vector<numerics::StreamGains>& gains, float* x_prime) {
+  const CompensatorSpec& spec = c.spec.compensator;
+  if (state.m1.size() != c.count) {
+    for (std::size_t i = 0; i < c.count; ++i) x_prime[i] = numerics::canonical_nan(x[i]);
+    return;
+  }
+  const float oa = numerics::one_minus(spec.a);
+  for (std::size_t i = 0; i < c.count; ++i) {
+    const float c0 = spec.mode == CompensatorMode::kSingle
+                         ? numerics::single_correction(spec.eta, state.m1[i])
+                         : numerics::dual_correction(spec.eta, spec.a, oa, state.m1[i], state.m2[i]);
+    const float corr = numerics::from_stream(c0, gains[i / c.row_length].from_stream);
+    x_prime[i] = numerics::canonical_nan(numerics::compensate(x[i], corr));
+  }
+}
+
+// Numerics 6.1 step 5: the residual in stream units, fp32(u * G) per element, in place.
+void residual_to_stream(const CallPlan& c, const std::vector<numerics::StreamGains>& gains, float* u) {
+  for (std::size_t i = 0; i < c.count; ++i) u[i] = numerics::to_stream(u[i], gains[i / c.row_length].to_stream);
+}
+
 }  // namespace
 
 AlterationPolicy AlterationPolicy::of(Alteration alteration) {
@@ -80,7 +115,8 @@ AlterationPolicy AlterationPolicy::of(Alteration alteration) {
   return p;
 }
 
-CallPlan::CallPlan(const AllReduceSpec& spec_, int ranks_, std::size_t count_, Alteration alteration)
+CallPlan::CallPlan(const AllReduceSpec& spec_, int ranks_, std::size_t count_, Alteration alteration,
+                   const SiteInfo* site)
     : spec(spec_),
       ranks(ranks_),
       count(count_),
@@ -90,7 +126,10 @@ CallPlan::CallPlan(const AllReduceSpec& spec_, int ranks_, std::size_t count_, A
       local(compensate && spec_.compensator.residual == ResidualMode::kLocal),
       exact(count_ <= spec_.exact_max_count),
       exact_rounded(exact && exact_path_rounds_x_prime(spec_)),
-      rotate(!exact && spec_.quant.rotation != Rotation::kNone) {}
+      rotate(!exact && spec_.quant.rotation != Rotation::kNone),
+      stream(compensate && site != nullptr && site->has_post_norm),
+      row_length(stream ? site->row_length : 0),
+      weight_rms(stream ? site->weight_rms : 0.0f) {}
 
 namespace stages {
 
@@ -120,7 +159,13 @@ void apply(const CallPlan& c, const float* const* inputs, const CompensatorState
     Buffer& xp = b.x_prime[r];
     std::copy_n(inputs[r], c.count, xp.data());
     round_to_dtype(xp.data(), c.count, c.spec.dtype);
-    if (c.compensate) compensator_apply(c.spec.compensator, states[r], xp.data(), c.count, xp.data());
+    if (c.stream) {
+      b.gains.resize(static_cast<std::size_t>(c.ranks));
+      row_gains(c, xp.data(), b.gains[r]);
+      apply_in_stream_units(c, states[r], xp.data(), b.gains[r], xp.data());
+    } else if (c.compensate) {
+      compensator_apply(c.spec.compensator, states[r], xp.data(), c.count, xp.data());
+    }
     if (compensated != nullptr && compensated[r] != nullptr) std::copy_n(xp.data(), c.count, compensated[r]);
   }
 }
@@ -246,6 +291,7 @@ void update(const CallPlan& c, CompensatorState* states, Buffers& b) {
     if (!c.local) {
       const float* xp = b.x_prime[r].data();
       for (std::size_t e = 0; e < c.count; ++e) b.u[e] = numerics::global_residual(xp[e], yr[e], p);
+      if (c.stream) residual_to_stream(c, b.gains[r], b.u.data());
       compensator_update(c.spec.compensator, states[r], b.u.data(), c.count);
       continue;
     }
@@ -257,6 +303,7 @@ void update(const CallPlan& c, CompensatorState* states, Buffers& b) {
       const float own = numerics::local_residual(acc[e] * unscale, yr[e]);
       ur[e] = c.exact_rounded ? numerics::local_residual_sum(ur[e], own) : own;
     }
+    if (c.stream) residual_to_stream(c, b.gains[r], ur);
     compensator_update(c.spec.compensator, states[r], ur, c.count);
   }
 }

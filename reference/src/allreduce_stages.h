@@ -8,6 +8,8 @@
 
 #include "echo/allreduce.h"
 #include "echo/alteration.h"
+#include "echo/numerics/stream_units.h"
+#include "echo/site.h"
 
 namespace echo {
 
@@ -33,7 +35,8 @@ struct Encoded {
 
 // What every stage of one call reads.
 struct CallPlan {
-  CallPlan(const AllReduceSpec& spec, int ranks, std::size_t count, Alteration alteration);
+  // `site`: the call's site where its gains apply (compensator units 'stream', forward), else nullptr.
+  CallPlan(const AllReduceSpec& spec, int ranks, std::size_t count, Alteration alteration, const SiteInfo* site);
   const AllReduceSpec& spec;
   int ranks;
   std::size_t count;
@@ -44,6 +47,9 @@ struct CallPlan {
   bool exact;          // the exact path (count <= exact_max_count)
   bool exact_rounded;  // ... summing x' rounded to the dtype (forward bf16)
   bool rotate;         // the quantized path on rotated groups
+  bool stream;         // per-row stream gains (numerics 6.1): units 'stream' at a post-norm site
+  std::size_t row_length;  // ... the site's elements per row
+  float weight_rms;        // ... and its post-norm's weight RMS
 };
 
 }  // namespace echo
@@ -57,6 +63,7 @@ struct echo::AllReduceWorkspace::Buffers {
   std::vector<Buffer> rounded;   // exact path, forward bf16: x' rounded to bf16 per rank
   std::vector<Buffer> residual;  // local-mode residual per rank
   std::vector<Buffer> y;         // each rank's reduced result
+  std::vector<std::vector<numerics::StreamGains>> gains;  // stream units: per rank, per row
   Buffer acc;                    // owner sums (send units)
   Buffer received;               // one pushed copy as its owner dequantizes it
   Buffer unrotated;              // that copy de-rotated (local residual)
@@ -79,7 +86,8 @@ void sum_in_order(const float* const* in, int ranks, std::size_t count, const Al
 // Sizes the results and, in the local mode, zeroes every rank's residual.
 void prepare(const CallPlan& c, Buffers& b);
 
-// 6, apply: x' = dtype(x) + c per rank, copied to `compensated` where given.
+// 6, apply: x' = dtype(x) + c per rank, copied to `compensated` where given; with stream gains
+// (6.1) each rank's row gains first, from dtype(x), and c = c0 * R.
 void apply(const CallPlan& c, const float* const* inputs, const CompensatorState* states,
            float* const* compensated, Buffers& b);
 // 5, backward scale: the shared exponent k of max |x'| and x' * 2^k per rank; k = 0 forward.
@@ -101,7 +109,8 @@ std::size_t gather(const CallPlan& c, std::size_t begin, std::size_t len, Buffer
 std::size_t reduce_exact(const CallPlan& c, Buffers& b);
 // 4.4, output: back to gradient units and rounded to the dtype, on every rank.
 void deliver(const CallPlan& c, Buffers& b);
-// 6, update: each rank's residual (global or local) into its averages.
+// 6, update: each rank's residual (global or local; times G per row with stream gains) into its
+// averages.
 void update(const CallPlan& c, CompensatorState* states, Buffers& b);
 
 }  // namespace echo::stages

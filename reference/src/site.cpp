@@ -31,4 +31,9 @@ Status validate_site(const SiteInfo& site, std::size_t count) {
   return Status::Ok();
 }
 
+bool needs_site(const AllReduceSpec& spec) {
+  return spec.compensator.units == CompensatorUnits::kStream && spec.compensator.mode != CompensatorMode::kOff &&
+         spec.direction == Direction::kForward;
+}
+
 }  // namespace echo

@@ -84,9 +84,9 @@ class AlternativeBackend final : public AllReduceBackend {
     for (CompensatorState& s : states_) s.reset();
   }
   Status run(std::size_t count, const float* const* inputs, float* const* outputs,
-             float* const* compensated, AllReduceReport* report) override {
+             float* const* compensated, AllReduceReport* report, const SiteInfo* site) override {
     return allreduce_altered(alternative_.alteration, spec_, ranks_, count, inputs, outputs,
-                             states_.data(), compensated, report, &workspace_);
+                             states_.data(), compensated, report, &workspace_, site);
   }
 
  private:

@@ -13,7 +13,11 @@ class CpuBackend final : public AllReduceBackend {
     for (CompensatorState& s : states_) s.reset();
   }
   Status run(std::size_t count, const float* const* inputs, float* const* outputs,
-             float* const* compensated, AllReduceReport* report) override {
+             float* const* compensated, AllReduceReport* report, const SiteInfo* site) override {
+    if (site != nullptr) {
+      return allreduce_at_site(*site, spec_, ranks_, count, inputs, outputs, states_.data(), compensated, report,
+                               &workspace_);
+    }
     return allreduce(spec_, ranks_, count, inputs, outputs, states_.data(), compensated, report, &workspace_);
   }
 

@@ -102,6 +102,8 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
     return Status(StatusCode::kIoError, out_path + ": cannot create datasets (" + e.getDetailMsg() + ")");
   }
 
+  ECHO_TRY(check_trace_sites(info, trace.path(), spec));
+  const std::vector<SiteInfo> site_info = trace_sites(info);
   SiteBuffers buf(ranks, n);
   std::vector<double> delta(n), rho(n), partial(n);
   std::vector<double> partial_norms(info.sites), injected_norms(info.sites);
@@ -134,7 +136,9 @@ Status replay_trace(const TraceReader& trace, const std::string& out_path,
       round_to_dtype(buf.x.data(), buf.x.size(), spec.dtype);
       AllReduceReport report;
       const auto t0 = std::chrono::steady_clock::now();
-      if (Status s = backend.run(n, buf.in.data(), buf.out.data(), buf.compensated.data(), &report); !s.ok()) {
+      if (Status s = backend.run(n, buf.in.data(), buf.out.data(), buf.compensated.data(), &report,
+                                 site_info.empty() ? nullptr : &site_info[site]);
+          !s.ok()) {
         return Status(s.code(), "pass " + std::to_string(pass) + ", site " + std::to_string(site) +
                                     ": " + s.message());
       }

@@ -52,6 +52,46 @@ std::optional<std::uint64_t> product(std::initializer_list<std::uint64_t> factor
   return out;
 }
 
+// The attribute post_norm and, with "rmsnorm", the dataset /post_norm_weights [sites, hidden] of
+// finite values (docs/trace-format.md); traces written before them have neither.
+Status read_post_norm(const H5::H5File& file, const std::string& path, TraceInfo* info) {
+  std::optional<std::string> kind;
+  ECHO_TRY(h5::read_string_attribute(file, path, "post_norm", &kind));
+  if (!kind) {
+    if (file.nameExists("/post_norm_weights")) {
+      return format_error(path, "dataset '/post_norm_weights' without the attribute post_norm = 'rmsnorm'");
+    }
+    return Status::Ok();
+  }
+  if (*kind != "none" && *kind != "rmsnorm") {
+    return format_error(path, "attribute 'post_norm' is '" + printable(*kind) + "', expected 'none' or 'rmsnorm'");
+  }
+  info->post_norm = *kind;
+  if (*kind == "none") return Status::Ok();
+  if (!info->hidden) return format_error(path, "post_norm = 'rmsnorm' needs the attribute 'hidden'");
+  if (!file.nameExists("/post_norm_weights")) {
+    return format_error(path, "post_norm = 'rmsnorm' but the dataset '/post_norm_weights' is missing");
+  }
+  H5::DataSet weights;
+  std::vector<hsize_t> dims;
+  ECHO_TRY(h5::dataset_shape(file, path, "/post_norm_weights", &weights, &dims));
+  ECHO_TRY(require_float_dataset(weights, path, "/post_norm_weights"));
+  const auto hidden = static_cast<std::size_t>(*info->hidden);
+  if (dims.size() != 2 || dims[0] != info->sites || dims[1] != hidden) {
+    return format_error(path, "dataset '/post_norm_weights' must have shape [sites, hidden] = [" +
+                                  std::to_string(info->sites) + ", " + std::to_string(hidden) + "]");
+  }
+  info->post_norm_weights.resize(info->sites * hidden);
+  h5::read_block(weights, {0, 0}, {info->sites, hidden}, H5::PredType::NATIVE_FLOAT, info->post_norm_weights.data());
+  for (std::size_t i = 0; i < info->post_norm_weights.size(); ++i) {
+    if (!std::isfinite(info->post_norm_weights[i])) {
+      return format_error(path, "dataset '/post_norm_weights' holds a non-finite value at site " +
+                                    std::to_string(i / hidden) + ", index " + std::to_string(i % hidden));
+    }
+  }
+  return Status::Ok();
+}
+
 std::string gib(std::uint64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3g GiB", static_cast<double>(bytes) / (1ull << 30));
@@ -224,6 +264,7 @@ Status TraceReader::read_header(std::unique_ptr<Impl> impl, std::uint64_t file_b
       return format_error(path, "attributes tokens x hidden = " + std::to_string(*info_.tokens) + " x " +
                                     std::to_string(*info_.hidden) + " do not match n = " + std::to_string(info_.count));
     }
+    ECHO_TRY(read_post_norm(impl->file, path, &info_));
     ECHO_TRY(h5::read_string_attribute(impl->file, path, "model", &text));
     info_.model = text.value_or("");
     ECHO_TRY(h5::read_string_attribute(impl->file, path, "source", &text));

@@ -23,6 +23,12 @@ Status TraceWriter::create(const std::string& path, const TraceInfo& info, int c
   if (!info.site_kind.empty() && info.site_kind.size() != info.sites) {
     return Status(StatusCode::kInvalidArgument, path + ": site_kind must have one entry per site");
   }
+  if (info.post_norm && *info.post_norm != "none" &&
+      (*info.post_norm != "rmsnorm" || !info.hidden ||
+       info.post_norm_weights.size() != info.sites * static_cast<std::size_t>(*info.hidden))) {
+    return Status(StatusCode::kInvalidArgument,
+                  path + ": post_norm must be 'none', or 'rmsnorm' with hidden set and sites x hidden weights");
+  }
   auto impl = std::make_unique<Impl>();
   impl->info = info;
   ECHO_TRY(impl->out.create(path));
@@ -50,6 +56,16 @@ Status TraceWriter::create(const std::string& path, const TraceInfo& info, int c
       H5::DataSet kinds = h5::create_dataset(file, "/site_kind", H5::PredType::STD_I8LE,
                                              {info.sites}, {info.sites}, 0);
       h5::write_block(kinds, {0}, {info.sites}, H5::PredType::NATIVE_INT8, info.site_kind.data());
+    }
+    if (info.post_norm) {
+      h5::write_string_attribute(file, "post_norm", *info.post_norm);
+      if (*info.post_norm == "rmsnorm") {
+        const auto hidden = static_cast<hsize_t>(info.hidden.value_or(0));
+        H5::DataSet weights = h5::create_dataset(file, "/post_norm_weights", H5::PredType::IEEE_F32LE,
+                                                 {info.sites, hidden}, {1, hidden}, 0);
+        h5::write_block(weights, {0, 0}, {info.sites, hidden}, H5::PredType::NATIVE_FLOAT,
+                        info.post_norm_weights.data());
+      }
     }
   } catch (const H5::Exception& e) {
     return Status(StatusCode::kIoError, path + ": cannot write trace header (" + e.getDetailMsg() + ")");

@@ -56,12 +56,14 @@ using SiteVisitor = std::function<Status(std::size_t pass, std::size_t site, con
 Status run_trace(const TraceReader& trace, AllReduceBackend& backend, const SiteVisitor& visit) {
   const TraceInfo& info = trace.info();
   SiteBuffers buf(static_cast<std::size_t>(info.ranks), info.count);
+  const std::vector<SiteInfo> sites = trace_sites(info);
   for (std::size_t pass = 0; pass < info.passes; ++pass) {
     backend.start_pass();
     for (std::size_t site = 0; site < info.sites; ++site) {
       ECHO_TRY(trace.read_site(pass, site, buf.x.data()));
       AllReduceReport report;
-      if (Status s = backend.run(info.count, buf.in.data(), buf.out.data(), buf.compensated.data(), &report);
+      if (Status s = backend.run(info.count, buf.in.data(), buf.out.data(), buf.compensated.data(), &report,
+                                 sites.empty() ? nullptr : &sites[site]);
           !s.ok()) {
         return Status(s.code(), "pass " + std::to_string(pass) + ", site " + std::to_string(site) + ": " +
                                     s.message());
@@ -240,6 +242,7 @@ Status verify_outputs(const TraceReader& trace, const std::string& outputs_path,
   r.spec.dtype = options.dtype_override.value_or(info.dtype);
   r.spec.direction = info.direction;
   ECHO_TRY(r.spec.validate(info.ranks));
+  ECHO_TRY(check_trace_sites(info, trace.path(), r.spec));
 
   OutputsReader outputs;
   ECHO_TRY(outputs.open(outputs_path, info, r.spec.dtype));

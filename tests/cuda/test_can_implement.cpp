@@ -66,6 +66,20 @@ BOOST_AUTO_TEST_CASE(outliers_are_cpu_reference_only) {
   BOOST_TEST((can_implement(spec, 2).code() == StatusCode::kInvalidArgument));
 }
 
+BOOST_AUTO_TEST_CASE(stream_units_are_cpu_reference_only) {
+  AllReduceSpec spec;
+  spec.compensator.units = CompensatorUnits::kStream;
+  const Status s = can_implement(spec, 4);
+  BOOST_TEST((s.code() == StatusCode::kUnsupported));
+  BOOST_TEST(s.message().find("compensator units 'site' only") != std::string::npos);
+  // Calls that take unit gains (backward, the compensator off) need no site: implemented.
+  spec.direction = Direction::kBackward;
+  BOOST_TEST(can_implement(spec, 4).ok());
+  spec.direction = Direction::kForward;
+  spec.compensator.mode = CompensatorMode::kOff;
+  BOOST_TEST(can_implement(spec, 4).ok());
+}
+
 BOOST_AUTO_TEST_CASE(invalid_specs_are_invalid_arguments_first) {
   AllReduceSpec spec;
   spec.quant.bits = 9;  // invalid, not merely unsupported

@@ -25,6 +25,11 @@ CANDIDATES: List[Tuple[str, Optional[Spec]]] = [
     ("rot-local1", Spec(rotation="hadamard", residual="local", eta=1.0)),
     ("rot64-local1", Spec(rotation="hadamard", group=64, residual="local", eta=1.0)),
     ("nocomp4-rot64", Spec(compensator="off", rotation="hadamard", group=64)),
+    # Compensator units 'stream' (docs/numerics.md 6.1): for models with post-norms; on a pre-norm
+    # model every gain is 1 and each is its site-units row bit for bit, so advise skips them there.
+    ("stream-local", Spec(compensator_units="stream", residual="local")),
+    ("rot-stream-local", Spec(rotation="hadamard", compensator_units="stream", residual="local")),
+    ("echo8-stream", Spec(bits=8, compensator_units="stream")),
 ]
 
 
@@ -45,6 +50,8 @@ def describe(spec: Optional[Spec]) -> str:
         words.append("no compensator")
     else:
         words.append(f"{spec.compensator} compensator, {spec.residual} residual, eta {spec.eta:g}")
+        if spec.compensator_units != _PLAIN.compensator_units:
+            words.append(f"{spec.compensator_units} units")
     if spec.state_dtype != _PLAIN.state_dtype:
         words.append(f"{spec.state_dtype} state")
     return ", ".join(words)

@@ -92,14 +92,21 @@ def check_args(args) -> loading.Source:
     return loading.check_source(args.model, args.gguf)
 
 
-def candidates_for(args) -> list:
-    """A Candidate per entry of CANDIDATES; those above --bits-max are skipped."""
+def candidates_for(args, post_norm: bool = True) -> list:
+    """A Candidate per entry of CANDIDATES; those above --bits-max are skipped, and those in
+    stream units where no site has a post-norm (every gain 1: their site-units rows) or on the
+    GPU (CPU reference only)."""
     out = []
     for name, spec in CANDIDATES:
         bits = 16.0 if spec is None else spec.wire_bits_per_element()
         c = Candidate(name, spec, bits, allreduce_seconds(spec, args.ranks))
+        stream = spec is not None and spec.compensator_units == "stream"
         if bits > args.bits_max and spec is not None:
             c.skipped = f"{bits:g} wire bits > --bits-max {args.bits_max:g}"
+        elif stream and not post_norm:
+            c.skipped = "no site has a post-norm: stream units are the site units bit for bit"
+        elif stream and args.device != "cpu":
+            c.skipped = "stream units run on the CPU reference only"
         out.append(c)
     return out
 
@@ -126,7 +133,7 @@ def run(argv) -> int:
     for h in hazards:
         say(f"hazard: {h.name} at sites {site_list(h.sites)}")
     measured = time.perf_counter()
-    candidates = candidates_for(args)
+    candidates = candidates_for(args, post_norm=bool(sites.post_norm.any()))
     limit = budget_limit(args.budget)
     evaluate(model, ids, starts, args.length, tokenizer.bos, args.ranks, args.device, candidates, limit,
              progress=args.progress)

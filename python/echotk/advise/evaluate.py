@@ -23,7 +23,9 @@ WINDOWS_PER_BATCH = 4
 
 class SelectedAllReduce:
     """The all-reduce a tensor-parallel model calls: whichever one `select` chose (every
-    candidate's has the same ranks and dtype)."""
+    candidate's has the same ranks and dtype). It passes each call's Site on to those that take it."""
+
+    takes_site = True
 
     def __init__(self, ranks: int, dtype: str):
         self.ranks, self.dtype = ranks, dtype
@@ -35,7 +37,9 @@ class SelectedAllReduce:
     def reset(self, direction: Optional[str] = None):
         self.current.reset(direction)
 
-    def __call__(self, parts, direction: str = "forward"):
+    def __call__(self, parts, direction: str = "forward", site=None):
+        if getattr(type(self.current), "takes_site", False):
+            return self.current(parts, direction, site=site)
         return self.current(parts, direction)
 
 

@@ -20,10 +20,13 @@ enum class Alteration : std::uint8_t {
 
 const char* alteration_name(Alteration alteration);
 
-// echo::allreduce with the alteration made; kNone is echo::allreduce.
+struct SiteInfo;  // echo/site.h
+
+// echo::allreduce with the alteration made (echo::allreduce_at_site where `site` is given); kNone
+// is the contract.
 Status allreduce_altered(Alteration alteration, const AllReduceSpec& spec, int ranks, std::size_t count,
                          const float* const* inputs, float* const* outputs, CompensatorState* states,
                          float* const* compensated, AllReduceReport* report,
-                         AllReduceWorkspace* workspace = nullptr);
+                         AllReduceWorkspace* workspace = nullptr, const SiteInfo* site = nullptr);
 
 }  // namespace echo

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "echo/allreduce.h"
 #include "echo/status.h"
 
 namespace echo {
@@ -27,5 +28,17 @@ SiteInfo post_norm_site(const std::vector<float>& weights);
 // Whether `site` serves a call of `count` elements: a post-norm site needs row_length >= 1 dividing
 // count and a finite weight_rms > 0 (the message names what is wrong).
 Status validate_site(const SiteInfo& site, std::size_t count);
+
+// Whether a call of `spec` needs its site (allreduce_at_site): compensator units 'stream' on a
+// forward call with the compensator on. Backward calls and other modes use unit gains.
+bool needs_site(const AllReduceSpec& spec);
+
+// echo::allreduce for a call that knows its site (docs/numerics.md 6.1): with compensator units
+// 'stream' the correction and the residual pass through the site's per-row gains; any other spec
+// ignores `site` and gives echo::allreduce's bits. echo::allreduce refuses a call that needs_site.
+Status allreduce_at_site(const SiteInfo& site, const AllReduceSpec& spec, int ranks, std::size_t count,
+                         const float* const* inputs, float* const* outputs, CompensatorState* states,
+                         float* const* compensated, AllReduceReport* report,
+                         AllReduceWorkspace* workspace = nullptr);
 
 }  // namespace echo

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "echo/allreduce.h"
+#include "echo/site.h"
 #include "echo/status.h"
 
 namespace echo {
@@ -16,9 +17,10 @@ class AllReduceBackend {
   // Resets the compensator state: a new pass begins.
   virtual void start_pass() = 0;
   // Same contract as echo::allreduce (reference/include/echo/allreduce.h) for the backend's
-  // spec and rank count.
+  // spec and rank count; `site` as echo::allreduce_at_site takes it (nullptr: the call does not
+  // know its site).
   virtual Status run(std::size_t count, const float* const* inputs, float* const* outputs,
-                     float* const* compensated, AllReduceReport* report) = 0;
+                     float* const* compensated, AllReduceReport* report, const SiteInfo* site) = 0;
 };
 
 // The bit-exact CPU reference with one compensator state per rank.

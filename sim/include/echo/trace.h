@@ -10,6 +10,7 @@
 
 #include "echo/allreduce.h"
 #include "echo/dtype.h"
+#include "echo/site.h"
 #include "echo/status.h"
 
 namespace echo {
@@ -43,7 +44,18 @@ struct TraceInfo {
   std::optional<std::int64_t> hidden;
   std::string model;
   std::string source;
+  // The attribute post_norm: "none" (pre-norm sites), "rmsnorm" (post_norm_weights holds each site's
+  // norm's effective weights, [sites * hidden]), or absent (not recorded).
+  std::optional<std::string> post_norm;
+  std::vector<float> post_norm_weights;
 };
+
+// Each site's SiteInfo (docs/numerics.md 6.1) from the trace's post_norm record; empty where the
+// trace does not record it.
+std::vector<SiteInfo> trace_sites(const TraceInfo& info);
+// kInvalidArgument naming `path` where calls of `spec` need their site (needs_site) and the trace
+// does not record post_norm; Ok otherwise.
+Status check_trace_sites(const TraceInfo& info, const std::string& path, const AllReduceSpec& spec);
 
 class TraceReader {
  public:

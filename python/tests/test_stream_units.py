@@ -1,0 +1,133 @@
+"""Compensator units 'stream' (docs/numerics.md 6.1) through echotk: the site each forward call
+needs, bit-exactness with the C++ reference's replay, and echotk.tensor_parallel supplying Gemma 3's
+post-norms (scale 1 + weight) and nothing for pre-norm models."""
+import numpy as np
+import pytest
+import torch
+
+import echotk
+from echotk.capture import write_trace
+from echotk.nn import ATTENTION, MLP, Site
+from echotk.tensor_parallel import tensor_parallel_group
+from conftest import bits
+
+RANKS, TOKENS, HIDDEN, SITES = 4, 3, 64, 4
+STREAM = echotk.Spec(compensator_units="stream", residual="local")
+
+
+def contributions(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(SITES, RANKS, TOKENS * HIDDEN, generator=g)
+    # Rows and sites at different scales, as a post-norm model's are.
+    scale = torch.logspace(-1, 1, SITES * RANKS * TOKENS).reshape(SITES, RANKS, TOKENS, 1)
+    return (x.reshape(SITES, RANKS, TOKENS, HIDDEN) * scale).reshape(SITES, RANKS, -1)
+
+
+def weights():
+    return torch.linspace(0.05, 4.0, SITES * HIDDEN).reshape(SITES, HIDDEN)
+
+
+def test_a_forward_call_without_its_site_raises():
+    ar = echotk.AllReduce(RANKS, STREAM)
+    with pytest.raises(ValueError, match="site"):
+        ar(contributions()[0].bfloat16())
+    ar(contributions()[0].bfloat16(), "backward")          # backward calls use unit gains
+    echotk.AllReduce(RANKS, echotk.Spec(compensator_units="stream", compensator="off"))(contributions()[0].bfloat16())
+
+
+def test_unknown_units_are_a_value_error():
+    with pytest.raises(ValueError, match="compensator_units"):
+        echotk.Spec(compensator_units="residual")
+
+
+def test_sites_without_a_post_norm_are_the_site_units():
+    x = contributions(1).bfloat16()
+    a, b = echotk.AllReduce(RANKS, STREAM), echotk.AllReduce(RANKS, echotk.Spec(residual="local"))
+    for k in range(SITES):
+        site = Site(k, k % 2)
+        np.testing.assert_array_equal(bits(a(x[k], site=site)), bits(b(x[k], site=site)))
+
+
+def test_post_norm_sites_change_the_carried_error():
+    x = contributions(2).bfloat16()
+    a, b = echotk.AllReduce(RANKS, STREAM), echotk.AllReduce(RANKS, echotk.Spec(residual="local"))
+    w = weights()
+    differ = False
+    for k in range(SITES):
+        ya = a(x[k], site=Site(k, k % 2, w[k]))
+        yb = b(x[k], site=Site(k, k % 2, w[k]))
+        differ |= not np.array_equal(bits(ya), bits(yb))
+    assert differ     # the first call is the same; later ones apply corrections in other units
+
+
+def test_the_python_op_is_the_replay_bit_for_bit(tmp_path, echotk_cli):
+    x = contributions(3)
+    w = weights()
+    trace = tmp_path / "t.h5"
+    write_trace(str(trace), x.bfloat16().float().numpy()[None], "bf16", RANKS, tokens=TOKENS, hidden=HIDDEN,
+                site_kind=np.array([k % 2 for k in range(SITES)], dtype=np.int8),
+                post_norm_weights=w.numpy())
+    out = tmp_path / "r.h5"
+    echotk_cli("replay", trace, "--out", out, "--save-outputs", "--compensator-units", "stream",
+               "--residual", "local")
+    import h5py
+    with h5py.File(out, "r") as f:
+        replayed = f["outputs"][0, :, 0, :]                    # [sites, n] of rank 0
+    ar = echotk.AllReduce(RANKS, STREAM)
+    for k in range(SITES):
+        y = ar(x[k].bfloat16(), site=Site(k, k % 2, w[k]))
+        np.testing.assert_array_equal(bits(y.float()), bits(torch.from_numpy(replayed[k])))
+
+
+def test_a_trace_without_post_norm_is_refused_by_the_replay(tmp_path, echotk_cli):
+    trace = tmp_path / "t.h5"
+    write_trace(str(trace), contributions(4).bfloat16().float().numpy()[None], "bf16", RANKS,
+                tokens=TOKENS, hidden=HIDDEN)
+    result = echotk_cli("replay", trace, "--out", tmp_path / "r.h5", "--compensator-units", "stream", check=False)
+    assert result.returncode == 2
+    assert "post_norm" in result.stderr
+    assert not (tmp_path / "r.h5").exists()
+
+
+transformers = pytest.importorskip("transformers")
+COMMON = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+IDS = torch.tensor([[5, 17, 3, 88, 42, 9, 61, 2, 33, 70, 11]])
+
+
+def test_tensor_parallel_supplies_gemma3s_post_norm_scales(tmp_path):
+    torch.manual_seed(0)
+    model = transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**COMMON, head_dim=16, sliding_window=8))
+    model = model.float().eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.post_attention_layernorm.weight.normal_(0.0, 0.5)
+            layer.post_feedforward_layernorm.weight.normal_(0.0, 0.5)
+    tp = echotk.tensor_parallel(model, RANKS, echotk.AllReduce(RANKS, STREAM))
+    group = tensor_parallel_group(tp)
+    layer = model.model.layers[0]
+    scale = group.sites[0].post_norm_scale()
+    np.testing.assert_array_equal(scale.numpy(), (layer.post_attention_layernorm.weight.detach().float() + 1.0).numpy())
+    assert [s.kind for s in group.sites] == [ATTENTION, MLP, ATTENTION, MLP]
+    with torch.no_grad():
+        logits = tp(input_ids=IDS).logits
+    assert torch.isfinite(logits).all()
+    path = echotk.capture(model, IDS, RANKS, str(tmp_path / "g.h5"))
+    import h5py
+    with h5py.File(path, "r") as f:
+        assert f.attrs["post_norm"] == "rmsnorm"
+        np.testing.assert_array_equal(f["post_norm_weights"][0], scale.numpy())
+
+
+def test_pre_norm_models_record_no_post_norm(tmp_path):
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**COMMON)).float().eval()
+    tp = echotk.tensor_parallel(model, RANKS, echotk.AllReduce(RANKS, STREAM))
+    assert all(s.post_norm_scale() is None for s in tensor_parallel_group(tp).sites)
+    with torch.no_grad():
+        tp(input_ids=IDS)
+    path = echotk.capture(model, IDS, RANKS, str(tmp_path / "l.h5"))
+    import h5py
+    with h5py.File(path, "r") as f:
+        assert f.attrs["post_norm"] == "none"
+        assert "post_norm_weights" not in f

@@ -1,0 +1,30 @@
+// Each site's SiteInfo from a trace's post_norm record (echo/trace.h, docs/numerics.md 6.1).
+#include <string>
+#include <vector>
+
+#include "echo/trace.h"
+
+namespace echo {
+
+std::vector<SiteInfo> trace_sites(const TraceInfo& info) {
+  if (!info.post_norm) return {};
+  std::vector<SiteInfo> sites(info.sites);  // "none": no post-norm, unit gains
+  if (*info.post_norm == "rmsnorm" && info.hidden) {
+    const auto hidden = static_cast<std::size_t>(*info.hidden);
+    for (std::size_t k = 0; k < info.sites; ++k) {
+      const float* row = info.post_norm_weights.data() + k * hidden;
+      sites[k] = post_norm_site(std::vector<float>(row, row + hidden));
+    }
+  }
+  return sites;
+}
+
+Status check_trace_sites(const TraceInfo& info, const std::string& path, const AllReduceSpec& spec) {
+  if (!needs_site(spec) || info.post_norm) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument,
+                path + ": compensator units 'stream' need each site's post-norm, and the trace does not record "
+                       "it (no attribute post_norm; docs/trace-format.md): capture it again, or replay with "
+                       "--compensator-units site");
+}
+
+}  // namespace echo

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "echo/site.h"
+
 namespace echo::model {
 
 const char* reduce_mode_name(ReduceMode mode) {
@@ -102,8 +104,10 @@ Status TensorParallel::reduce(int site, SiteKind kind, const Matrix& input, cons
     return Status::Ok();
   }
   AllReduceReport report;
-  Status status = allreduce(spec_.eight_bit_sites.empty() ? spec_.allreduce : spec_.site_spec(site), ranks,
-                            count, inputs, outputs, states_.data(), nullptr, &report, &workspace_);
+  // SmolLM2's sites join the residual stream as they are: no post-norm (stream units' gains 1).
+  const SiteInfo pre_norm;
+  Status status = allreduce_at_site(pre_norm, spec_.eight_bit_sites.empty() ? spec_.allreduce : spec_.site_spec(site),
+                                    ranks, count, inputs, outputs, states_.data(), nullptr, &report, &workspace_);
   if (!status.ok()) {
     return Status(status.code(), "all-reduce at site " + std::to_string(site) + ": " +
                                      status.message());

@@ -13,6 +13,7 @@ const char* verdict_name(Verdict verdict) {
     case Verdict::kFail: return "FAIL";
     case Verdict::kSkip: return "SKIP";
     case Verdict::kInfo: return "INFO";
+    case Verdict::kWarn: return "WARN";
   }
   return "?";
 }
@@ -80,6 +81,16 @@ CheckResult info(std::string name, std::string statement, double measured, std::
   r.allowed = std::nan("");
   r.verdict = Verdict::kInfo;
   r.note = std::move(note);
+  return r;
+}
+
+CheckResult premise_at_most(std::string name, std::string statement, double measured, double allowed,
+                            std::string note, const std::string& warning) {
+  CheckResult r = at_most(std::move(name), std::move(statement), measured, allowed, std::move(note));
+  if (r.verdict == Verdict::kFail) {
+    r.verdict = Verdict::kWarn;
+    r.note = warning + (r.note.empty() ? "" : "; " + r.note);
+  }
   return r;
 }
 

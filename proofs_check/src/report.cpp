@@ -49,10 +49,10 @@ void print_table(std::ostream& out, const std::vector<CheckResult>& results) {
     if (!r.note.empty()) out << "  (" << r.note << ")";
     out << "\n";
   }
-  std::size_t counts[4] = {0, 0, 0, 0};
+  std::size_t counts[5] = {0, 0, 0, 0, 0};
   for (const CheckResult& r : results) ++counts[static_cast<int>(r.verdict)];
   out << counts[0] << " passed, " << counts[1] << " failed, " << counts[2] << " skipped, "
-      << counts[3] << " informational\n";
+      << counts[3] << " informational, " << counts[4] << " warnings\n";
 }
 
 Status write_json(const std::string& path, const std::vector<CheckResult>& results,

@@ -53,6 +53,62 @@ CheckResult unusable(const std::string& tag, const std::string& why) {
   return r;
 }
 
+// The post-norm's gain on site k's error, per token: w_k / rms of the token's row of the summed
+// contributions (the norm's input); per site the median over the trace's tokens. Max over min of
+// those medians is the spread the premise check compares with kMaxPreNormGainSpread.
+Status gain_spread(const TraceReader& trace, const std::vector<SiteInfo>& sites, double* spread) {
+  const TraceInfo& info = trace.info();
+  const std::size_t h = static_cast<std::size_t>(*info.hidden);
+  const std::size_t rows = info.count / h, ranks = static_cast<std::size_t>(info.ranks);
+  std::vector<float> flat(info.count * ranks);
+  double lo = INFINITY, hi = 0.0;
+  for (std::size_t k = 0; k < info.sites; ++k) {
+    std::vector<double> gains;
+    for (std::size_t pass = 0; pass < info.passes; ++pass) {
+      ECHO_TRY(trace.read_site(pass, k, flat.data()));
+      for (std::size_t t = 0; t < rows; ++t) {
+        double sq = 0.0;
+        for (std::size_t e = t * h; e < (t + 1) * h; ++e) {
+          double s = 0.0;
+          for (std::size_t r = 0; r < ranks; ++r) s += flat[r * info.count + e];
+          sq += s * s;
+        }
+        const double rms = std::sqrt(sq / static_cast<double>(h));
+        if (rms > 0.0) gains.push_back(sites[k].weight_rms / rms);
+      }
+    }
+    if (gains.empty()) continue;
+    std::nth_element(gains.begin(), gains.begin() + gains.size() / 2, gains.end());
+    const double median = gains[gains.size() / 2];
+    lo = std::min(lo, median);
+    hi = std::max(hi, median);
+  }
+  *spread = hi > 0.0 ? hi / lo : 1.0;
+  return Status::Ok();
+}
+
+void check_premise(const TraceReader& trace, const std::string& tag, std::vector<CheckResult>* out) {
+  const TraceInfo& info = trace.info();
+  const std::string name = tag + ".prenorm";
+  const std::string statement = "post-norm gain spread across sites (max/min of per-site medians)";
+  if (!info.post_norm) {
+    out->push_back(skipped(name, statement, "the trace does not record post_norm (docs/trace-format.md)"));
+    return;
+  }
+  double spread = 1.0;
+  if (*info.post_norm == "rmsnorm") {
+    if (Status s = gain_spread(trace, trace_sites(info), &spread); !s.ok()) {
+      out->push_back(unusable(tag, s.message()));
+      return;
+    }
+  }
+  out->push_back(premise_at_most(
+      name, statement, spread, kMaxPreNormGainSpread,
+      *info.post_norm == "none" ? "no post-norm: every gain is 1" : std::to_string(info.sites) + " post-norm sites",
+      "POST-NORM: the theorems' pre-norm premise does not hold (errors reach the residual stream scaled by "
+      "per-site gains; docs/results-gemma3.md); --compensator-units stream"));
+}
+
 void check_trace(const std::string& path, std::vector<CheckResult>* out) {
   const std::string tag = "trace." + std::filesystem::path(path).stem().string();
   TraceReader trace;
@@ -105,6 +161,7 @@ void check_trace(const std::string& path, std::vector<CheckResult>* out) {
   out->push_back(at_most(tag + ".eq21", "max_t ||S_t|| / (Eq. 21 bound at measured q + fp32)", worst_bound, 1.0, note));
   out->push_back(at_most(tag + ".lemma1", "||S_t - sum phi delta|| / fp32 allowance", worst_lemma, 1.0, note));
   out->push_back(proofs::info(tag + ".remark1", "max_t ||S_t||^2 / (q^2 sum phi^2) (noise model not assumed)", worst_ms, note));
+  check_premise(trace, tag, out);
 }
 
 }  // namespace

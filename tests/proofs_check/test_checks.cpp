@@ -60,6 +60,31 @@ BOOST_AUTO_TEST_CASE(trace_checks_run_on_the_example_and_skip_missing) {
   BOOST_TEST(passed);
 }
 
+// The pre-norm premise: PASS on SmolLM2's trace (post_norm none), a named WARN on Gemma 3's (its
+// post-norms' gains spread over four orders of magnitude), never a FAIL.
+BOOST_AUTO_TEST_CASE(the_pre_norm_premise_holds_for_smollm2_and_not_for_gemma3) {
+  ProveOptions o;
+  o.traces = {std::string(ECHO_SOURCE_DIR) + "/data/smollm2/trace-p4-moby-2x16.h5",
+              std::string(ECHO_SOURCE_DIR) + "/data/gemma3/trace-gemma3-p4-moby-2x16.h5"};
+  const auto results = trace_checks(o);
+  expect_no_failure(results);
+  int seen = 0;
+  for (const auto& r : results) {
+    if (r.name == "trace.trace-p4-moby-2x16.prenorm") {
+      BOOST_TEST((r.verdict == Verdict::kPass));
+      BOOST_TEST(r.measured == 1.0);
+      ++seen;
+    }
+    if (r.name == "trace.trace-gemma3-p4-moby-2x16.prenorm") {
+      BOOST_TEST((r.verdict == Verdict::kWarn));
+      BOOST_TEST(r.measured > 1000.0);
+      BOOST_TEST(r.note.find("POST-NORM") != std::string::npos);
+      ++seen;
+    }
+  }
+  BOOST_TEST(seen == 2);
+}
+
 // A trace whose data holds a non-finite value is not checked on it: one FAIL naming the value,
 // and no verdict on the theorems (they would pass on the NaN-free remainder or on zeros).
 BOOST_AUTO_TEST_CASE(trace_checks_fail_on_nonfinite_data) {

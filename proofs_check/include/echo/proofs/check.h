@@ -8,8 +8,10 @@
 
 namespace echo::proofs {
 
-enum class Verdict { kPass, kFail, kSkip, kInfo };
-const char* verdict_name(Verdict verdict);  // "PASS", "FAIL", "SKIP", "INFO"
+// kWarn: a premise of the theorems that the checked model does not meet (their bounds do not apply
+// to it); not a failure of the implementation or of a claim.
+enum class Verdict { kPass, kFail, kSkip, kInfo, kWarn };
+const char* verdict_name(Verdict verdict);  // "PASS", "FAIL", "SKIP", "INFO", "WARN"
 
 struct CheckResult {
   std::string name;       // e.g. "thm1.adversary.constant"
@@ -34,6 +36,9 @@ CheckResult exactly(std::string name, std::string statement, double measured, do
                     std::string note = {});
 CheckResult skipped(std::string name, std::string statement, std::string why);
 CheckResult info(std::string name, std::string statement, double measured, std::string note = {});
+// A premise: PASS when measured <= allowed, else WARN with `warning` in the note.
+CheckResult premise_at_most(std::string name, std::string statement, double measured, double allowed,
+                            std::string note, const std::string& warning);
 
 struct ProveOptions {
   // Traces for the source-level checks; empty: the bundled example and data/smollm2/*.h5.

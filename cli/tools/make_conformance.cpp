@@ -51,7 +51,16 @@ struct Case {
   const char* flags;  // echotk spec options; the rest keep their defaults
   std::size_t passes = 2;
   std::size_t sites = 2;
+  // > 0: the trace records a post-norm after every site (post_norm "rmsnorm", rows of this many
+  // elements, post_norm_weights from post_norm_weight); 0: no post_norm record.
+  std::size_t post_norm_hidden = 0;
 };
+
+// The post-norm weights of the pack's post-norm cases: a per-feature profile times a scale that
+// grows 8-fold from site to site (the spread of Gemma 3's gains, docs/results-gemma3.md).
+float post_norm_weight(std::size_t site, std::size_t feature) {
+  return (0.05f + 0.01f * static_cast<float>(feature % 7)) * static_cast<float>(1u << (3 * site));
+}
 
 const DType bf16 = DType::kBFloat16, fp16 = DType::kFloat16, fp32 = DType::kFloat32;
 const Direction fwd = Direction::kForward, bwd = Direction::kBackward;
@@ -134,6 +143,10 @@ const std::vector<Case> kCases = {
     {"ring-4bit-dual-bf16-p4", "ring algorithm (reference only)", 4, 1000, bf16, fwd, Inputs::kActivations,
      "--algorithm ring"},
     {"five-bit-dual-bf16-p3", "5-bit codes (reference only)", 3, 777, bf16, fwd, Inputs::kActivations, "--bits 5"},
+    {"stream-4bit-dual-local-bf16-p4", "compensator units 'stream', post-norm sites (reference only)", 4, 1024, bf16,
+     fwd, Inputs::kActivations, "--compensator-units stream --residual local", 2, 3, 64},
+    {"stream-8bit-dual-fp32-p3", "compensator units 'stream', 8 bits, global residual (reference only)", 3, 768,
+     fp32, fwd, Inputs::kActivations, "--bits 8 --compensator-units stream", 2, 3, 64},
 };
 
 // splitmix64: the same sequence everywhere.
@@ -246,6 +259,18 @@ bool write_trace(const std::string& path, const Case& c, const std::vector<float
     H5::DataSet d = f.createDataSet("/contributions", H5::PredType::IEEE_F32LE, H5::DataSpace(4, dims), props);
     d.write(contributions.data(), H5::PredType::NATIVE_FLOAT);
     echo::h5::write_string_attribute(d, "dtype", echo::dtype_name(c.dtype));
+    if (c.post_norm_hidden > 0) {
+      echo::h5::write_int_attribute(f, "tokens", static_cast<std::int64_t>(c.count / c.post_norm_hidden));
+      echo::h5::write_int_attribute(f, "hidden", static_cast<std::int64_t>(c.post_norm_hidden));
+      echo::h5::write_string_attribute(f, "post_norm", "rmsnorm");
+      std::vector<float> weights(c.sites * c.post_norm_hidden);
+      for (std::size_t k = 0; k < c.sites; ++k) {
+        for (std::size_t j = 0; j < c.post_norm_hidden; ++j) weights[k * c.post_norm_hidden + j] = post_norm_weight(k, j);
+      }
+      const hsize_t wdims[2] = {c.sites, c.post_norm_hidden};
+      H5::DataSet w = f.createDataSet("/post_norm_weights", H5::PredType::IEEE_F32LE, H5::DataSpace(2, wdims));
+      w.write(weights.data(), H5::PredType::NATIVE_FLOAT);
+    }
   } catch (const H5::Exception& e) {
     std::fprintf(stderr, "%s: %s\n", path.c_str(), e.getDetailMsg().c_str());
     return false;

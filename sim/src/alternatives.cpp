@@ -8,6 +8,10 @@ bool quantizes(const AllReduceSpec& spec, const TraceInfo& trace) {
 }
 bool exact(const AllReduceSpec& spec, const TraceInfo& trace) { return !quantizes(spec, trace); }
 bool compensates(const AllReduceSpec& spec) { return spec.compensator.mode != CompensatorMode::kOff; }
+// A forward trace with post-norm sites: the only calls whose units change any bit.
+bool post_norm_forward(const AllReduceSpec& s, const TraceInfo& t) {
+  return compensates(s) && s.direction == Direction::kForward && t.post_norm && *t.post_norm == "rmsnorm";
+}
 AllReduceSpec same(AllReduceSpec spec) { return spec; }
 
 const std::vector<Alternative> kAlternatives = {
@@ -68,6 +72,28 @@ const std::vector<Alternative> kAlternatives = {
      [](AllReduceSpec s) {
        s.compensator.residual = s.compensator.residual == ResidualMode::kGlobal ? ResidualMode::kLocal
                                                                                : ResidualMode::kGlobal;
+       return s;
+     },
+     Alteration::kNone, false},
+    {"stream-units-ignored",
+     "compensator units 'stream' ignored: the state carried in the sites' own units (no per-row gains)",
+     "numerics.md 6.1, steps 4 and 5",
+     [](const AllReduceSpec& s, const TraceInfo& t) {
+       return s.compensator.units == CompensatorUnits::kStream && post_norm_forward(s, t);
+     },
+     [](AllReduceSpec s) {
+       s.compensator.units = CompensatorUnits::kSite;
+       return s;
+     },
+     Alteration::kNone, false},
+    {"stream-units-applied",
+     "per-row stream gains applied although the spec's compensator units are 'site'",
+     "numerics.md 6 and 6.1 (units 'site' is the paper's compensator)",
+     [](const AllReduceSpec& s, const TraceInfo& t) {
+       return s.compensator.units == CompensatorUnits::kSite && post_norm_forward(s, t);
+     },
+     [](AllReduceSpec s) {
+       s.compensator.units = CompensatorUnits::kStream;
        return s;
      },
      Alteration::kNone, false},

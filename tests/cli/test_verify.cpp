@@ -52,8 +52,19 @@ PackCase sum_order_case() {
   return c;
 }
 
+// The pack's post-norm trace, in stream units or, with `stream` false, in site units.
+PackCase post_norm_case(bool stream) {
+  PackCase c{"stream-4bit-dual-local-bf16-p4",
+             stream ? "--compensator-units stream --residual local" : "--residual local", {}};
+  c.spec.compensator.residual = echo::ResidualMode::kLocal;
+  if (stream) c.spec.compensator.units = echo::CompensatorUnits::kStream;
+  return c;
+}
+
 // A case of the pack on which `mistake` changes the outputs.
 PackCase case_for(const std::string& mistake) {
+  if (mistake == "stream-units-ignored") return post_norm_case(true);
+  if (mistake == "stream-units-applied") return post_norm_case(false);
   if (mistake == "ranks-summed-in-reverse") return sum_order_case();
   if (mistake == "exact-path-missing") return exact_case();
   if (mistake == "naive-instead-of-zero-aware") return one_sided_case();

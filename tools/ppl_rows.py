@@ -61,6 +61,7 @@ OUTLIER_ROWS = {
 # without compensation, for post-norm models (docs/results-gemma3.md), paired against p4-16bit.
 POSTNORM_ROWS = {
     "p4-nocomp8": ROWS["p4-nocomp8"],
+    "p4-local": (4, dict(residual="local"), "--ranks 4 --allreduce echo --residual local"),
     "p4-stream-local": (4, dict(compensator_units="stream", residual="local"),
                         "--ranks 4 --allreduce echo --residual local --compensator-units stream"),
     "p4-rot-stream-local": (4, dict(rotation="hadamard", compensator_units="stream", residual="local"),
@@ -70,6 +71,9 @@ POSTNORM_ROWS = {
                               "--compensator-units stream"),
     "p4-echo8-stream": (4, dict(bits=8, compensator_units="stream"),
                         "--ranks 4 --allreduce echo --bits 8 --compensator-units stream"),
+    "p4-echo8-stream-local": (4, dict(bits=8, compensator_units="stream", residual="local"),
+                              "--ranks 4 --allreduce echo --bits 8 --residual local --compensator-units stream"),
+    "p4-echo8-local": (4, dict(bits=8, residual="local"), "--ranks 4 --allreduce echo --bits 8 --residual local"),
 }
 ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS, "postnorm": POSTNORM_ROWS}
 ALL_ROWS = {**ROWS, **OUTLIER_ROWS, **POSTNORM_ROWS}

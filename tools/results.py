@@ -21,7 +21,7 @@ import sys
 import tempfile
 from typing import Callable, Dict
 
-from results_lib import (bench, markers, paper, ppl, ppl_tables as pt, recorded, smollm2_text as st, training,
+from results_lib import (advise, bench, markers, paper, ppl, ppl_tables as pt, recorded, smollm2_text as st, training,
                          training_tables as tt, training_text as tx)
 
 EXIT_DIFFERS = 1
@@ -85,13 +85,34 @@ def generators(d: Data) -> Dict[str, Dict[str, Callable[[], str]]]:
                 ("Echo 8-bit", "cpp-p4-echo8", 1), ("Echo 4-bit", "cpp-p4-echo4", 0),
                 ("uncompensated 4-bit", "cpp-p4-nocomp4", 0)]),
             "readme-training": lambda: tx.readme_sentence(d.study),
+            "readme-gemma3-stream": lambda: pt.stream_summary_text(d.gemma3),
+            "readme-advise-time": lambda: f"{advise.seconds(d.path('data', 'advise', 'smollm2-gguf'))[0]} s",
         },
         "docs/results-gemma3.md": {
             "gemma3-moby": lambda: pt.rows_table(d.gemma3, "gemma3-moby"),
             "gemma3-sotu": lambda: pt.rows_table(d.gemma3, "gemma3-sotu"),
             "gap-closed": lambda: pt.gap_closed_table([d.smollm2, d.gemma3], d.table4),
+            **{name: functools.partial(pt.options_table, d.gemma3 if "gemma3" in name else d.smollm2, name)
+               for name in ("stream-gemma3-moby", "stream-gemma3-sotu", "stream-smollm2-moby", "stream-smollm2-sotu",
+                            "stream-gemma3-equalized", "stream-gemma3-candidates-moby",
+                            "stream-gemma3-candidates-sotu")},
+            "stream-goals": lambda: pt.stream_goals_table({"gemma3": d.gemma3, "smollm2": d.smollm2}),
             **d.recorded("gemma3", {"gemma3-reference-logits": "reference-logits", "gemma3-postnorm": "postnorm-replay",
                                     "gemma3-site-contributions": "site-contributions"}),
+        },
+        "docs/advise.md": {
+            "advise-time": lambda: advise.time_text(d.path("data", "advise", "smollm2-gguf")),
+            "advise-smollm2": lambda: advise.terminal(d.path("data", "advise", "smollm2-gguf")),
+            "advise-smollm2-hf": lambda: advise.same_advice_text(d.path("data", "advise", "smollm2-gguf"),
+                                                                 d.path("data", "advise", "smollm2-hf")),
+            "advise-smollm2-8bit": lambda: advise.terminal(d.path("data", "advise", "smollm2-gguf-8bit")),
+            "advise-gemma3": lambda: advise.terminal(d.path("data", "advise", "gemma3-gguf")),
+            "advise-agreement": lambda: advise.agreement_table(
+                [("SmolLM2, defaults", "smollm2", d.path("data", "advise", "smollm2-gguf")),
+                 ("SmolLM2, --bits-max 8.25", "smollm2", d.path("data", "advise", "smollm2-gguf-8bit")),
+                 ("Gemma 3, --bits-max 8.25", "gemma3", d.path("data", "advise", "gemma3-gguf"))],
+                {"smollm2": d.smollm2, "gemma3": d.gemma3}),
+            "advise-gpu": lambda: advise.terminal(d.path("data", "advise"), "qwen3-0.6b-random-gpu.txt"),
         },
         "docs/results-smollm2.md": {
             "smollm2-cpp": lambda: pt.rows_table(d.smollm2, "smollm2-cpp", "d log ppl vs 16-bit P=4", speed=False),

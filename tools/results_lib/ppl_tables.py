@@ -150,3 +150,57 @@ def costs_text(index: Index, text: str, parts: Sequence[Tuple[str, str, int]]) -
     first, *rest = said
     head, value = first.rsplit(" ", 1)
     return ", ".join([f"{head} costs {value} perplexity"] + rest)
+
+
+# The goals of compensator units 'stream' (docs/results-gemma3.md, "Stream units"), per model and
+# text: (model label, row names, what is measured, the target). "closed": the fraction of plain
+# uncompensated 4-bit's gap the best of the rows closes, at least the target; "d": the row's
+# paired difference at most the target (nats); "no worse than": d at most that of the named row.
+STREAM_GOALS = [
+    ("gemma3", "Gemma 3: 4-bit at 4.25 bits", ["p4-stream-local"], "closed", 0.50),
+    ("gemma3", "Gemma 3: rotation at <= 4.5 bits", ["p4-rot-stream-local", "p4-rot64-stream-local"], "closed", 0.95),
+    ("gemma3", "Gemma 3: 8-bit", ["p4-echo8-stream-local"], "d", 0.01),
+    ("smollm2", "SmolLM2: 4-bit at 4.25 bits", ["cpp2-p4-stream-local"], "no worse than", "cpp2-p4-echo4"),
+    ("smollm2", "SmolLM2: rotation at <= 4.5 bits", ["cpp2-p4-rot-stream-local", "cpp2-p4-rot64-stream-local"],
+     "closed", 0.95),
+]
+
+
+def stream_goals_table(indices: dict, texts: Sequence[str] = ("moby", "sotu")) -> str:
+    """Each goal of STREAM_GOALS on each text: the row that decides it, its paired difference and
+    interval, the gap it closes, the target and whether it is met."""
+    header = ["goal", "text", "row", "wire bits/elt", "d log ppl vs 16-bit", "95% CI (paired)", "gap closed",
+              "target", "met"]
+    lines = []
+    for model, label, names, kind, target in STREAM_GOALS:
+        index = indices[model]
+        for text in texts:
+            rows = [index.row(text, name) for name in names]
+            best = min(rows, key=lambda r: index.stats(r).d)
+            s = index.stats(best)
+            closed = gap_closed(index, best)
+            if kind == "closed":
+                met, goal = closed >= target, f">= {percent(target)} closed"
+            elif kind == "d":
+                met, goal = s.d <= target, f"<= {target:+.2f}"
+            else:
+                other = index.stats(index.row(text, target)).d
+                met, goal = s.d <= other, f"<= {target} ({other:+.4f})"
+            lines.append([label, text, best.name, wire_bits(best.wire_bits), f"{s.d:+.4f}", ci(*s.d_ci, "+.4f"),
+                          percent(closed), goal, "yes" if met else "no"])
+    return markdown(header, lines)
+
+
+def stream_summary_text(index: Index, text: str = "moby") -> str:
+    """The README's sentence on compensator units 'stream' on Gemma 3 (one text): the gaps closed at
+    4 bits and with the rotation at group 64, and the 8-bit cost, against site units."""
+    def d(name: str) -> float:
+        return index.stats(index.row(text, name)).d
+    closed = gap_closed(index, index.row(text, "p4-stream-local"))
+    closed_rot = gap_closed(index, index.row(text, "p4-rot64-stream-local"))
+    return (f"with the compensator's state in stream units (`--compensator-units stream`, through each site's "
+            f"post-norm; CPU reference) Echo 4-bit costs {d('p4-stream-local'):+.3f} and closes {percent(closed)} "
+            f"of the uncompensated gap (in site units {d('p4-echo4'):+.2f}), {percent(closed_rot)} with the rotation "
+            f"at group 64 (4.5 bits, {d('p4-rot64-stream-local'):+.3f}), and Echo 8-bit costs "
+            f"{d('p4-echo8-stream-local'):+.4f} (site units {d('p4-echo8'):+.3f}, no compensation "
+            f"{d('p4-nocomp8'):+.4f})")

@@ -27,9 +27,11 @@ CANDIDATES: List[Tuple[str, Optional[Spec]]] = [
     ("nocomp4-rot64", Spec(compensator="off", rotation="hadamard", group=64)),
     # Compensator units 'stream' (docs/numerics.md 6.1): for models with post-norms; on a pre-norm
     # model every gain is 1 and each is its site-units row bit for bit, so advise skips them there.
+    # The local residual: with the global one each rank's residual x'_i - y / P cancels only in the
+    # sum over ranks, which per-rank gains break (docs/results-gemma3.md).
     ("stream-local", Spec(compensator_units="stream", residual="local")),
     ("rot-stream-local", Spec(rotation="hadamard", compensator_units="stream", residual="local")),
-    ("echo8-stream", Spec(bits=8, compensator_units="stream")),
+    ("echo8-stream-local", Spec(bits=8, compensator_units="stream", residual="local")),
 ]
 
 

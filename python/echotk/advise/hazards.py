@@ -70,8 +70,9 @@ def find_hazards(m: SiteMeasures) -> List[Hazard]:
                               f"the error Echo 4-bit carries from site to site cancels to "
                               f"{_mean(m.cancellation['echo4'])} before the norms and "
                               f"{_mean(m.cancellation_after['echo4'])} after them (uncompensated: "
-                              f"{_mean(m.cancellation_after['nocomp4'])}): compensation across sites does "
-                              "not hold there"))
+                              f"{_mean(m.cancellation_after['nocomp4'])}): compensation across sites in "
+                              "the sites' units does not hold there; the stream-unit candidates "
+                              "(compensator_units=\"stream\") carry it through the norms"))
     return hazards
 
 

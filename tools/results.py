@@ -93,7 +93,8 @@ def generators(d: Data) -> Dict[str, Dict[str, Callable[[], str]]]:
             "gemma3-sotu": lambda: pt.rows_table(d.gemma3, "gemma3-sotu"),
             "gap-closed": lambda: pt.gap_closed_table([d.smollm2, d.gemma3], d.table4),
             **{name: functools.partial(pt.options_table, d.gemma3 if "gemma3" in name else d.smollm2, name)
-               for name in ("stream-gemma3-moby", "stream-gemma3-sotu", "stream-smollm2-moby", "stream-smollm2-sotu",
+               for name in ("stream-gemma3-moby", "stream-gemma3-sotu", "stream-gemma3-w16-moby",
+                            "stream-gemma3-w16-sotu", "stream-smollm2-moby", "stream-smollm2-sotu",
                             "stream-gemma3-equalized", "stream-gemma3-candidates-moby",
                             "stream-gemma3-candidates-sotu")},
             "stream-goals": lambda: pt.stream_goals_table({"gemma3": d.gemma3, "smollm2": d.smollm2}),

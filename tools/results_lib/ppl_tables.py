@@ -197,10 +197,13 @@ def stream_summary_text(index: Index, text: str = "moby") -> str:
     """The README's sentence on compensator units 'stream' on Gemma 3 (one text, the 16-window rows):
     the gaps closed at 4 bits and with the rotation at group 64, and the 8-bit cost, against site
     units."""
+    def row(name: str) -> Row:
+        return index.row(text, "w16-" + name)
+
     def d(name: str) -> float:
-        return index.stats(index.row(text, "w16-" + name)).d
-    closed = gap_closed(index, index.row(text, "w16-p4-stream-local"))
-    closed_rot = gap_closed(index, index.row(text, "w16-p4-rot64-stream-local"))
+        return index.stats(row(name)).d
+    closed = gap_closed(index, row("p4-stream-local"))
+    closed_rot = gap_closed(index, row("p4-rot64-stream-local"))
     return (f"with the compensator's state in stream units (`--compensator-units stream`, through each site's "
             f"post-norm; CPU reference) Echo 4-bit costs {d('p4-stream-local'):+.3f} and closes {percent(closed)} "
             f"of the uncompensated gap (in site units {d('p4-echo4'):+.2f}), {percent(closed_rot)} with the rotation "

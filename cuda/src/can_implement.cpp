@@ -15,8 +15,9 @@ Status can_implement(const AllReduceSpec& spec, int ranks) {
   }
   if (needs_site(spec)) {
     return Status(StatusCode::kUnsupported,
-                  "the CUDA path implements compensator units 'site' only (units 'stream', docs/numerics.md "
-                  "6.1, are CPU reference only)");
+                  "the CUDA path implements compensator units 'site' only in its peer-to-peer kernels (units "
+                  "'stream', docs/numerics.md 6.1, run in the CPU reference and the one-GPU emulation, "
+                  "echo/cuda/emulate.h)");
   }
   if (spec.algorithm != Algorithm::kOwner) {
     return Status(StatusCode::kUnsupported, std::string("the CUDA path implements the owner algorithm only, got ") +

@@ -47,12 +47,10 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
   if (Status s = can_implement_transport(a.spec.quant); !s.ok()) {
     return Status(s.code(), "emulate_allreduce: " + s.message());
   }
-  if (needs_site(a.spec)) {
-    return Status(StatusCode::kUnsupported,
-                  "emulate_allreduce: the emulation implements compensator units 'site' only (units 'stream', "
-                  "docs/numerics.md 6.1, are CPU reference only)");
-  }
   if (a.count == 0) return invalid("count must be >= 1");
+  if (needs_site(a.spec)) {
+    if (Status s = validate_site(a.site, a.count); !s.ok()) return invalid(s.message());
+  }
   const std::size_t es = dtype_size(a.spec.dtype);
   const auto ranks = static_cast<std::size_t>(a.ranks);
   // Every byte offset the kernels form (P rows of fp32 x' at most) fits in size_t.
@@ -78,6 +76,18 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
                      " elements)");
     }
   }
+  const std::size_t gains = emulate_gains_bytes(a.spec, a.ranks, a.count, a.site);
+  if (gains != 0) {
+    if (a.gains == nullptr) {
+      return invalid("compensator units 'stream' at a site with a post-norm need gains (emulate_gains_bytes: " +
+                     std::to_string(gains) + " bytes of device memory)");
+    }
+    if (!aligned_to(a.gains, 8)) return invalid("gains is not 8-byte aligned");
+    if (a.gains_bytes < gains) {
+      return invalid("gains holds " + std::to_string(a.gains_bytes) + " bytes, the call needs " + std::to_string(gains) +
+                     " (emulate_gains_bytes)");
+    }
+  }
   const std::size_t row_bytes = a.count * es;
   buffers->clear();
   buffers->push_back({"parts", a.parts, row_bytes * ranks});
@@ -85,6 +95,7 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
   buffers->push_back({"workspace", a.workspace, kEmulateWorkspaceBytes});
   if (comp) buffers->push_back({"state", a.state, need});
   if (a.compensated != nullptr) buffers->push_back({"compensated", a.compensated, a.count * 4 * ranks});
+  if (gains != 0) buffers->push_back({"gains", a.gains, gains});
   for (std::size_t i = 0; i < buffers->size(); ++i) {
     for (std::size_t j = i + 1; j < buffers->size(); ++j) {
       const Buffer& x = (*buffers)[i];
@@ -121,6 +132,11 @@ Status check_device_memory(const Buffer& b, int device) {
 
 std::size_t emulate_state_bytes(const AllReduceSpec& spec, int ranks, std::size_t count) {
   return emulate_state_layout(spec, ranks, count).total_bytes;
+}
+
+std::size_t emulate_gains_bytes(const AllReduceSpec& spec, int ranks, std::size_t count, const SiteInfo& site) {
+  if (!needs_site(spec) || !site.has_post_norm || site.row_length == 0 || ranks < 1) return 0;
+  return sizeof(numerics::StreamGains) * static_cast<std::size_t>(ranks) * (count / site.row_length);
 }
 
 Status emulate_reset_state(void* state, std::size_t state_bytes, cudaStream_t stream) {
@@ -175,10 +191,17 @@ Status emulate_allreduce(const EmulateArguments& args, cudaStream_t stream) {
   p.wide_groups = spec.quant.overflow == OverflowGroups::kWide;
   p.rotate = spec.quant.rotation == Rotation::kHadamard;
   p.report = static_cast<EmulateDeviceReport*>(args.workspace);
+  if (emulate_gains_bytes(spec, args.ranks, args.count, args.site) != 0) {
+    p.stream_gains = static_cast<numerics::StreamGains*>(args.gains);
+    p.row_length = args.site.row_length;
+    p.stream_rows = args.count / args.site.row_length;
+    p.weight_rms = args.site.weight_rms;
+  }
 
   // The call's report starts from zero (poisoned count, backward max); the kernels fill it.
   ECHO_CUDA_CHECK(cudaMemsetAsync(args.workspace, 0, sizeof(EmulateDeviceReport), stream));
   if (p.backward) ECHO_CUDA_CHECK(emulate_backward_max(spec.dtype, p, stream));
+  if (p.stream_gains != nullptr) ECHO_CUDA_CHECK(emulate_stream_gains(spec.dtype, p, stream));
   ECHO_CUDA_CHECK(emulate_main(spec.dtype, args.count <= spec.exact_max_count, p, stream));
   // The state now holds this call's averages: the next call applies them.
   if (comp) ECHO_CUDA_CHECK(cudaMemsetAsync(p.comp.fresh, 0, sizeof(int), stream));

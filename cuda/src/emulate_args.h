@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "echo/cuda/emulate.h"
+#include "echo/numerics/stream_units.h"
 #include "kernel_args.h"
 
 namespace echo::cuda {
@@ -57,11 +58,21 @@ struct EmulateParams {
   bool wide_groups;                // OverflowGroups::kWide (docs/numerics.md 2.4)
   bool rotate;                     // Rotation::kHadamard (docs/numerics.md 2.6)
   EmulateDeviceReport* report;
+  // Compensator units 'stream' (docs/numerics.md 6.1) at a site with a post-norm: the gains of rank
+  // r's row t at stream_gains[r * stream_rows + t], written by emulate_stream_gains before the main
+  // kernel; null for every other call (the paper's units). Last, so that the other fields keep the
+  // offsets the kernels without these units were compiled against.
+  numerics::StreamGains* stream_gains;
+  std::size_t stream_rows;         // rows per rank: count / row_length
+  std::size_t row_length;          // elements per row (the post-norm's width)
+  float weight_rms;                // w: RMS of the post-norm's effective weights
 };
 
 // Launchers of the emulation kernels (kernels/emulate/allreduce.cu), dtype and P dispatched there.
 // Backward calls: max |x'| over every rank into report->max_abs_bits (zeroed before).
 cudaError_t emulate_backward_max(DType dtype, const EmulateParams& p, cudaStream_t stream);
+// Stream units: the gains of every rank's rows into p.stream_gains (numerics 6.1 steps 1-3).
+cudaError_t emulate_stream_gains(DType dtype, const EmulateParams& p, cudaStream_t stream);
 // The quantized owner all-reduce, or (exact) the exact small-message path.
 cudaError_t emulate_main(DType dtype, bool exact, const EmulateParams& p, cudaStream_t stream);
 // emulate_main for one dtype (kernels/emulate/allreduce_<dtype>.cu).

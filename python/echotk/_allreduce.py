@@ -90,9 +90,6 @@ class AllReduce:
     def __init__(self, ranks: int, spec: Optional[Spec] = None, device="cpu", norms: bool = True):
         self.spec = spec_or_default(spec)
         self.spec.handle(ranks)  # ValueError for ranks or a spec out of range
-        if torch.device(device).type == "cuda" and self.spec.compensator_units != "site":
-            raise ValueError(f"the CUDA path implements compensator_units 'site' only (units "
-                             f"'{self.spec.compensator_units}' are CPU reference only; docs/numerics.md 6.1)")
         if torch.device(device).type == "cuda" and self.spec.outliers != 0:
             # The emulation implements wide groups and the rotation, not outliers sent exactly (its
             # emulate_can_implement refuses them too); here before any GPU work or graph capture.
@@ -123,7 +120,7 @@ class AllReduce:
         state = self._states[direction]
         n = parts.shape[1]
         if parts.device.type == "cuda":
-            out = self._call_cuda(parts, state, direction)
+            out = self._call_cuda(parts, state, direction, site_row, site_weight_rms)
             return out.view(torch.uint16) if raw_bits else out
         if state.m1 is None or state.m1.shape[1] != n:
             if state.live:
@@ -154,7 +151,8 @@ class AllReduce:
             raise ValueError(f"site {site.index}: the post-norm's weight has shape {list(scale.shape)}, not [hidden]")
         return scale.numel(), float(_C.post_norm_weight_rms(scale.numpy()))
 
-    def _call_cuda(self, parts: torch.Tensor, state: _DirectionState, direction: str) -> torch.Tensor:
+    def _call_cuda(self, parts: torch.Tensor, state: _DirectionState, direction: str, site_row: int,
+                   site_weight_rms: float) -> torch.Tensor:
         n = parts.shape[1]
         if state.state is None or state.n != n:
             if state.live:
@@ -165,7 +163,8 @@ class AllReduce:
                                       device=parts.device)
             state.n = n
         out, workspace, compensated = torch.ops.echotk.emulate_allreduce(
-            parts, state.state, self._key, self.ranks, direction, not state.live, self.norms)
+            parts, state.state, self._key, self.ranks, direction, not state.live, self.norms, site_row,
+            site_weight_rms)
         state.live = True
         self._read_report = functools.partial(AllReduceReport.from_device, direction, workspace, parts,
                                               compensated, out)

@@ -69,7 +69,8 @@ def state_bytes(spec: str, ranks: int, n: int) -> int:
 
 @torch.library.custom_op("echotk::emulate_allreduce", mutates_args=("state",))
 def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks: int, direction: str,
-                      fresh: bool, keep_compensated: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                      fresh: bool, keep_compensated: bool, site_row: int = -1,
+                      site_weight_rms: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     if parts.device.type != "cuda":
         raise ValueError(f"parts is on {parts.device}; echotk::emulate_allreduce takes CUDA tensors")
     require_cuda_build()
@@ -79,15 +80,19 @@ def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks
     workspace = torch.zeros(_C.WORKSPACE_BYTES, dtype=torch.uint8, device=parts.device)
     shape = (ranks, n) if keep_compensated else (0,)
     compensated = torch.empty(shape, dtype=torch.float32, device=parts.device)
+    handle = spec_handle(spec, ranks)
+    # Compensator units 'stream' at a post-norm site: scratch for the rows' gains (else empty).
+    gains = torch.empty(_C.emulate_gains_bytes(handle, direction, n, site_row, site_weight_rms),
+                        dtype=torch.uint8, device=parts.device)
     with torch.cuda.device(parts.device):
         # The kernel runs on the caller's current stream (CUDA graphs capture it there).
-        _C.allreduce_cuda(spec_handle(spec, ranks), direction, parts, out, state, fresh, workspace, compensated,
-                          torch.cuda.current_stream(parts.device).cuda_stream)
+        _C.allreduce_cuda(handle, direction, parts, out, state, fresh, workspace, compensated, site_row,
+                          site_weight_rms, gains, torch.cuda.current_stream(parts.device).cuda_stream)
     return out, workspace, compensated
 
 
 @emulate_allreduce.register_fake
-def _(parts, state, spec, ranks, direction, fresh, keep_compensated):
+def _(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row=-1, site_weight_rms=0.0):
     n = parts.shape[1]
     return (parts.new_empty(n), parts.new_empty(_C.WORKSPACE_BYTES, dtype=torch.uint8),
             parts.new_empty((ranks, n) if keep_compensated else (0,), dtype=torch.float32))

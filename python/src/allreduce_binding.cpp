@@ -71,9 +71,8 @@ std::vector<float*> rows(std::vector<float>& data, int ranks, std::size_t n) {
   return p;
 }
 
-// The call's site (docs/numerics.md 6.1) from the op's two numbers: site_row < 0, not known;
-// 0, a site without a post-norm; > 0, a post-norm of that many elements per row and weight RMS
-// site_weight_rms (post_norm_weight_rms of its weights).
+}  // namespace
+
 std::optional<echo::SiteInfo> site_of(std::int64_t site_row, double site_weight_rms) {
   if (site_row < 0) return std::nullopt;
   echo::SiteInfo site;
@@ -84,6 +83,8 @@ std::optional<echo::SiteInfo> site_of(std::int64_t site_row, double site_weight_
   }
   return site;
 }
+
+namespace {
 
 // One Echo all-reduce: parts [P, n] -> out [n]; m1, m2 [P, n] fp32 hold the compensator state
 // (read unless fresh, written back); report [kNumReportSlots] float64 receives the report.

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nanobind/nanobind.h>
 
 #include "echo/allreduce.h"
+#include "echo/site.h"
 
 namespace echotk {
 
@@ -38,6 +41,10 @@ void register_spec(nanobind::module_& m);
 void raise_if_error(const echo::Status& status);
 // "forward" | "backward"; ValueError otherwise.
 echo::Direction parse_direction(const std::string& direction);
+// The call's site (docs/numerics.md 6.1) from the ops' two numbers: site_row < 0, not known; 0, a
+// site without a post-norm; > 0, a post-norm of that many elements per row and weight RMS
+// site_weight_rms (post_norm_weight_rms of its weights).
+std::optional<echo::SiteInfo> site_of(std::int64_t site_row, double site_weight_rms);
 
 // The one-GPU emulation kernel's entry points (allreduce_cuda_binding.cpp; CUDA builds only).
 void register_allreduce_cuda(nanobind::module_& m);

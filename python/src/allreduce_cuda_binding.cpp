@@ -44,12 +44,33 @@ std::size_t state_bytes_for(const SpecHandle& h, std::size_t n) {
   return echo::cuda::emulate_state_bytes(h.spec, h.ranks, n);
 }
 
+// The call's site where its spec needs one (echo::needs_site: compensator units 'stream' on a
+// forward call), else a site without a post-norm; ValueError when it is needed and not given.
+echo::SiteInfo call_site(const echo::AllReduceSpec& spec, std::int64_t site_row, double site_weight_rms) {
+  if (!echo::needs_site(spec)) return echo::SiteInfo{};
+  const std::optional<echo::SiteInfo> site = site_of(site_row, site_weight_rms);
+  if (!site) {
+    throw nb::value_error("compensator units 'stream' need each forward call's site (site_row >= 0: 0 without a "
+                          "post-norm, else its row length)");
+  }
+  return *site;
+}
+
+// Bytes of the gains scratch of one call (echo::cuda::emulate_gains_bytes; 0 where none is needed).
+std::size_t gains_bytes_for(const SpecHandle& h, const std::string& direction, std::size_t n, std::int64_t site_row,
+                            double site_weight_rms) {
+  echo::AllReduceSpec spec = h.spec;
+  spec.direction = parse_direction(direction);
+  return echo::cuda::emulate_gains_bytes(spec, h.ranks, n, call_site(spec, site_row, site_weight_rms));
+}
+
 // One Echo all-reduce of P emulated ranks on the GPU: parts [P, n] -> out [n]. state: uint8
 // [emulate_state_bytes] (empty when the compensator is off), reset first when `fresh`. workspace:
 // uint8 [WORKSPACE_BYTES], receives the report. compensated: fp32 [P, n] receives x', or empty.
+// site_row, site_weight_rms: the call's site (site_of); gains: uint8 [gains_bytes] scratch.
 void allreduce_cuda(const SpecHandle& h, const std::string& direction, AnyArray parts, AnyArray out,
-                    AnyArray state, bool fresh, AnyArray workspace, AnyArray compensated,
-                    std::uintptr_t stream_handle) {
+                    AnyArray state, bool fresh, AnyArray workspace, AnyArray compensated, std::int64_t site_row,
+                    double site_weight_rms, AnyArray gains, std::uintptr_t stream_handle) {
   // Wide groups and the rotation run in the emulation; emulate_can_implement and emulate_allreduce
   // refuse outliers sent exactly (can_implement_transport; kUnsupported, raised as RuntimeError).
   echo::cuda::EmulateArguments args;
@@ -66,7 +87,13 @@ void allreduce_cuda(const SpecHandle& h, const std::string& direction, AnyArray 
   check_uint8(workspace, "workspace", as_extent(echo::cuda::emulate_workspace_bytes()), kCuda);
   const bool with_compensated = compensated.size() != 0;
   if (with_compensated) check_float32(compensated, "compensated", {P, as_extent(n)}, kCuda);
-  check_same_gpu(parts, {{"out", &out}, {"state", &state}, {"workspace", &workspace}, {"compensated", &compensated}});
+  args.site = call_site(args.spec, site_row, site_weight_rms);
+  const std::size_t gains_bytes = echo::cuda::emulate_gains_bytes(args.spec, P, n, args.site);
+  check_uint8(gains, "gains", as_extent(gains_bytes), kCuda);
+  check_same_gpu(parts, {{"out", &out}, {"state", &state}, {"workspace", &workspace}, {"compensated", &compensated},
+                         {"gains", &gains}});
+  args.gains = gains_bytes != 0 ? gains.data() : nullptr;
+  args.gains_bytes = gains_bytes;
 
   args.count = n;
   args.parts = parts.data();
@@ -133,10 +160,15 @@ void download_state_cuda(const SpecHandle& h, AnyArray state, std::size_t n, Any
 void register_allreduce_cuda(nb::module_& m) {
   m.def("allreduce_cuda", &allreduce_cuda, nb::arg("spec"), nb::arg("direction"), nb::arg("parts"),
         nb::arg("out"), nb::arg("state"), nb::arg("fresh"), nb::arg("workspace"), nb::arg("compensated"),
-        nb::arg("stream"),
+        nb::arg("site_row"), nb::arg("site_weight_rms"), nb::arg("gains"), nb::arg("stream"),
         "echo::cuda::emulate_allreduce of parts [P, n] into out [n] on `stream` (a cudaStream_t as an "
         "integer); state: uint8 [state_bytes], reset first when fresh; workspace: uint8 "
-        "[WORKSPACE_BYTES], receives the report; compensated: fp32 [P, n] receives x', or empty.");
+        "[WORKSPACE_BYTES], receives the report; compensated: fp32 [P, n] receives x', or empty; "
+        "site_row, site_weight_rms: the call's site (-1: none given; 0: no post-norm); gains: uint8 "
+        "[emulate_gains_bytes] scratch.");
+  m.def("emulate_gains_bytes", &gains_bytes_for, nb::arg("spec"), nb::arg("direction"), nb::arg("n"),
+        nb::arg("site_row"), nb::arg("site_weight_rms"),
+        "Bytes of one call's gains scratch (compensator units 'stream' at a post-norm site; else 0).");
   m.def("emulate_state_bytes", &state_bytes_for, nb::arg("spec"), nb::arg("n"),
         "Bytes of one pass direction's GPU compensator state for n elements per rank (0: compensator off).");
   m.def("report_from_workspace", &report_from_workspace, nb::arg("workspace"),

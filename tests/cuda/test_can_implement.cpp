@@ -66,12 +66,12 @@ BOOST_AUTO_TEST_CASE(outliers_are_cpu_reference_only) {
   BOOST_TEST((can_implement(spec, 2).code() == StatusCode::kInvalidArgument));
 }
 
-BOOST_AUTO_TEST_CASE(stream_units_are_cpu_reference_only) {
+BOOST_AUTO_TEST_CASE(stream_units_are_refused_by_the_peer_to_peer_kernels) {
   AllReduceSpec spec;
   spec.compensator.units = CompensatorUnits::kStream;
   const Status s = can_implement(spec, 4);
   BOOST_TEST((s.code() == StatusCode::kUnsupported));
-  BOOST_TEST(s.message().find("compensator units 'site' only") != std::string::npos);
+  BOOST_TEST(s.message().find("implements compensator units 'site' only in its peer-to-peer kernels") != std::string::npos);
   // Calls that take unit gains (backward, the compensator off) need no site: implemented.
   spec.direction = Direction::kBackward;
   BOOST_TEST(can_implement(spec, 4).ok());

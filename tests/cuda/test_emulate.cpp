@@ -3,8 +3,9 @@
 // carried, across bit widths 2..8, quantizers, group sizes, compensator and residual modes, state
 // types, dtypes, P = 1..8, awkward sizes, the exact path at its boundary, backward scaling,
 // non-finite inputs and values near the fp16 parameter limit, wide groups and the Hadamard rotation
-// (docs/numerics.md 2.4, 2.6); in place, on unaligned rows and replayed from a CUDA graph; host
-// memory is refused (the other argument checks need no GPU: test_emulate_args.cpp).
+// (docs/numerics.md 2.4, 2.6), compensator units 'stream' at a post-norm site (6.1, against
+// echo::allreduce_at_site); in place, on unaligned rows and replayed from a CUDA graph; host memory
+// is refused (the other argument checks need no GPU: test_emulate_args.cpp).
 #include <boost/test/unit_test.hpp>
 
 #include <cuda_runtime_api.h>
@@ -21,6 +22,7 @@
 #include "device_group.h"
 #include "echo/allreduce.h"
 #include "echo/cuda/emulate.h"
+#include "echo/site.h"
 #include "test_data.h"
 
 namespace {
@@ -47,7 +49,21 @@ struct Case {
   Rotation rotation = Rotation::kNone;
   bool eta_one = false;       // compensator gain 1 instead of the default
   bool wide_values = false;   // groups at and past the fp16 scale limit, magnitudes up to 1e37
+  bool stream = false;        // compensator units 'stream' (docs/numerics.md 6.1)
+  std::size_t row_length = 0; // the call's site: a post-norm of this width (0: a site without one)
+  float weight_scale = 1.0f;  // the post-norm's weights times this (its gain, as Gemma's differ by site)
 };
+
+// The call's site (c.stream): a post-norm of c.row_length effective weights 1 + 0.75 sin(0.37 i),
+// times c.weight_scale; none when c.row_length is 0.
+SiteInfo site_of(const Case& c) {
+  if (c.row_length == 0) return SiteInfo{};
+  std::vector<float> w(c.row_length);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    w[i] = c.weight_scale * (1.0f + 0.75f * std::sin(0.37f * static_cast<float>(i)));
+  }
+  return post_norm_site(w);
+}
 
 AllReduceSpec spec_of(const Case& c) {
   AllReduceSpec s;
@@ -63,6 +79,7 @@ AllReduceSpec spec_of(const Case& c) {
   if (c.eta_one) s.compensator.eta = 1.0f;
   s.quant.overflow = c.overflow;
   s.quant.rotation = c.rotation;
+  if (c.stream) s.compensator.units = CompensatorUnits::kStream;
   return s;
 }
 
@@ -73,6 +90,8 @@ std::string describe(const Case& c, std::size_t n, int pass, int call) {
          std::to_string(c.exact_max_count) + (c.specials ? " specials" : "") + (c.in_place ? " in-place" : "") +
          " overflow-groups " + overflow_groups_name(c.overflow) + " rotation " + rotation_name(c.rotation) +
          (c.eta_one ? " eta 1" : "") + (c.wide_values ? " wide values" : "") +
+         (c.stream ? " units stream, row " + std::to_string(c.row_length) + " weights x" +
+                         std::to_string(c.weight_scale) : "") +
          " shift " + std::to_string(c.shift) + " n=" + std::to_string(n) + " pass " + std::to_string(pass) +
          " call " + std::to_string(call);
 }
@@ -141,6 +160,10 @@ std::vector<float> make_part(const Case& c, std::size_t n, int pass, int call, i
   // small), so the sum, and hence some output element, is non-zero.
   x[n / 2] = round_to_dtype(0.75f * static_cast<float>(r + 1) * c.magnitude, c.dtype);
   if (c.wide_values) add_wide_values(c, n, call, r, x);
+  // Stream units: rank 0's first row is zeros on odd calls (rho 0: the row carries nothing).
+  if (c.stream && c.row_length != 0 && r == 0 && call % 2 == 1 && n / 2 >= c.row_length) {
+    std::fill(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(c.row_length), 0.0f);
+  }
   if (!c.specials) return x;
   const float inf = std::numeric_limits<float>::infinity();
   const float quiet = std::numeric_limits<float>::quiet_NaN();
@@ -185,9 +208,12 @@ struct Rig {
   void* state[2] = {nullptr, nullptr};  // forward, backward
   std::size_t state_bytes = 0;
   float* compensated = nullptr;
+  SiteInfo site;
+  void* gains = nullptr;
+  std::size_t gains_bytes = 0;
   cudaStream_t stream = nullptr;
 
-  Rig(const Case& c, std::size_t count) : ranks(c.ranks), n(count), spec(spec_of(c)) {
+  Rig(const Case& c, std::size_t count) : ranks(c.ranks), n(count), spec(spec_of(c)), site(site_of(c)) {
     es = dtype_size(spec.dtype);
     TEST_CUDA(cudaStreamCreate(&stream));
     TEST_CUDA(cudaMalloc(&parts_alloc, (static_cast<std::size_t>(ranks) * n + c.shift) * es));
@@ -205,6 +231,10 @@ struct Rig {
       if (state_bytes != 0) TEST_CUDA(cudaMalloc(&s, state_bytes));
     }
     if (c.compensated) TEST_CUDA(cudaMalloc(&compensated, static_cast<std::size_t>(ranks) * n * 4));
+    AllReduceSpec forward = spec;
+    forward.direction = Direction::kForward;
+    gains_bytes = cuda::emulate_gains_bytes(forward, ranks, n, site);
+    if (gains_bytes != 0) TEST_CUDA(cudaMalloc(&gains, gains_bytes));
   }
   ~Rig() {
     cudaFree(parts_alloc);
@@ -212,6 +242,7 @@ struct Rig {
     cudaFree(workspace);
     for (void* s : state) cudaFree(s);
     cudaFree(compensated);
+    cudaFree(gains);
     cudaStreamDestroy(stream);
   }
   void reset() {
@@ -231,6 +262,9 @@ struct Rig {
     a.state_bytes = state_bytes;
     a.workspace = workspace;
     a.compensated = compensated;
+    a.site = site;
+    a.gains = gains;
+    a.gains_bytes = gains_bytes;
     return a;
   }
   void upload(const std::vector<std::vector<float>>& in) {
@@ -261,6 +295,28 @@ struct Rig {
   }
 };
 
+// Finite in, finite out holds for a call whose sums fit its dtype. In units 'stream'
+// (docs/numerics.md 6.1) the correction c0 * R grows with a row's RMS ratio between calls, and the
+// independent inputs of these tests change a row's RMS by up to about 1000x from call to call, so an
+// fp16 sum of x' can pass 65504 and round to Inf, in the reference as in the emulation. The output is
+// bounded by sum_r max_i |x'_r[i]| times the dequantization's overshoot of a group's largest value
+// (under 2 for every quantizer and scale rounding), hence this headroom.
+constexpr double kFiniteSumHeadroom = 0.5;
+
+double dtype_max(DType d) {
+  return d == DType::kFloat16 ? 65504.0 : d == DType::kBFloat16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
+}
+
+bool sums_fit(const std::vector<std::vector<float>>& x, DType dtype) {
+  double bound = 0.0;
+  for (const std::vector<float>& row : x) {
+    double m = 0.0;
+    for (float v : row) m = std::max(m, std::fabs(static_cast<double>(v)));
+    bound += m;
+  }
+  return bound <= kFiniteSumHeadroom * dtype_max(dtype);
+}
+
 // One call on the reference and on the emulation; everything they deliver must match bitwise.
 void check_call(const Case& c, Rig& rig, Direction d, std::vector<CompensatorState>& states, int pass, int call,
                 const std::string& what) {
@@ -279,7 +335,10 @@ void check_call(const Case& c, Rig& rig, Direction d, std::vector<CompensatorSta
   }
   AllReduceReport rep_ref;
   const bool comp = c.mode != CompensatorMode::kOff;
-  const Status sr = echo::allreduce(spec, P, n, ip.data(), op.data(), comp ? states.data() : nullptr, xp.data(), &rep_ref);
+  const Status sr = c.stream ? echo::allreduce_at_site(rig.site, spec, P, n, ip.data(), op.data(),
+                                                       comp ? states.data() : nullptr, xp.data(), &rep_ref)
+                             : echo::allreduce(spec, P, n, ip.data(), op.data(), comp ? states.data() : nullptr,
+                                               xp.data(), &rep_ref);
   BOOST_REQUIRE_MESSAGE(sr.ok(), sr.message());
 
   rig.upload(in);
@@ -297,9 +356,9 @@ void check_call(const Case& c, Rig& rig, Direction d, std::vector<CompensatorSta
                             std::to_string(out[at]) + ") reference " + hex(out_ref[0][at]) + " (" +
                             std::to_string(out_ref[0][at]) + ")");
   BOOST_REQUIRE(test::nans_are_canonical(out));
-  if (c.overflow == OverflowGroups::kWide && !c.specials) {
-    // Finite in, finite out (docs/numerics.md 2.4): no input here brings a sum near FLT_MAX. And the
-    // reference delivers the same bits to every rank.
+  if (c.overflow == OverflowGroups::kWide && !c.specials && (!c.stream || sums_fit(xp_ref, c.dtype))) {
+    // Finite in, finite out (docs/numerics.md 2.4): no input here brings a sum near FLT_MAX (in units
+    // 'stream', checked: sums_fit). And the reference delivers the same bits to every rank.
     for (std::size_t i = 0; i < n; ++i) {
       BOOST_REQUIRE_MESSAGE(std::isfinite(out[i]), what + ": output " + std::to_string(i) + " is not finite");
     }
@@ -582,6 +641,54 @@ BOOST_AUTO_TEST_CASE(wide_groups_and_rotation) {
       }
     }
   }
+}
+
+// Compensator units 'stream' (docs/numerics.md 6.1) against echo::allreduce_at_site: the rows'
+// gains from each rank's dtype(x) (a warp's lane sums and butterfly), x' = x + c * R and the
+// residual times G, every compensator configuration, with and without the rotation, on the quantized
+// and the exact path, rows that end inside a lane (7, 100), a row of zeros (gains 0), post-norm gains
+// far from 1; backward calls (alternating) and a site without a post-norm take unit gains.
+BOOST_AUTO_TEST_CASE(stream_units) {
+  if (!have_gpu()) return;
+  int i = 0;
+  for (std::size_t row : {std::size_t{640}, std::size_t{576}, std::size_t{100}, std::size_t{7}}) {
+    for (const CompConfig& k : kCompConfigs) {
+      if (k.mode == CompensatorMode::kOff) continue;
+      Case c = with_comp({}, k);
+      c.stream = true;
+      c.row_length = row;
+      c.weight_scale = i % 2 ? 40.0f : 0.5f;
+      c.bits = i % 3 == 2 ? 8 : 4;
+      c.dtype = kDTypes[i % 3];
+      c.ranks = 1 + (3 * i + 1) % kMaxRanks;
+      c.rotation = i % 4 == 1 ? Rotation::kHadamard : Rotation::kNone;
+      c.overflow = i % 5 == 3 ? OverflowGroups::kPoison : OverflowGroups::kWide;
+      c.eta_one = k.residual == ResidualMode::kLocal && i % 2 == 0;
+      check_case(c, {row * 8, row * 33}, 1, 4, i % 4 == 3);
+      ++i;
+    }
+  }
+  // The exact path (every rank's x' rounded to bf16 where the call rounds), both residual modes.
+  for (ResidualMode residual : {ResidualMode::kLocal, ResidualMode::kGlobal}) {
+    for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+      Case c;
+      c.mode = CompensatorMode::kDual;
+      c.residual = residual;
+      c.stream = true;
+      c.row_length = 64;
+      c.dtype = dtype;
+      c.ranks = 4;
+      c.exact_max_count = 4096;
+      check_case(c, {640, 4096}, 1, 4);
+    }
+  }
+  // A site without a post-norm: the paper's compensator bit for bit (no gains scratch).
+  Case c;
+  c.mode = CompensatorMode::kDual;
+  c.residual = ResidualMode::kLocal;
+  c.stream = true;
+  c.ranks = 3;
+  check_case(c, {1000, 4099}, 1, 3);
 }
 
 // Wide groups keep finite inputs finite (docs/numerics.md 2.4): groups at and just past the fp16

@@ -96,3 +96,61 @@ BOOST_AUTO_TEST_CASE(arguments_are_checked) {
   BOOST_CHECK_EQUAL(dual - single, single - 256);
   BOOST_CHECK_EQUAL(dual - 256, 2 * (dual_bf16 - 256));
 }
+
+// Compensator units 'stream' (docs/numerics.md 6.1): a forward call checks its site (whole rows, a
+// usable weight RMS) and, at a post-norm, its gains scratch; backward calls and sites without a
+// post-norm need none.
+BOOST_AUTO_TEST_CASE(stream_units_check_their_site_and_gains) {
+  auto at = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
+  cuda::EmulateArguments good;
+  good.ranks = 4;
+  good.count = 1280;
+  good.parts = at(0x10000000);
+  good.out = at(0x20000000);
+  good.workspace = at(0x30000000);
+  good.state = at(0x40000000);
+  good.spec.compensator.mode = CompensatorMode::kDual;
+  good.spec.compensator.units = CompensatorUnits::kStream;
+  good.state_bytes = cuda::emulate_state_bytes(good.spec, good.ranks, good.count);
+  good.site.has_post_norm = true;
+  good.site.row_length = 640;
+  good.site.weight_rms = 2.0f;
+  BOOST_CHECK_EQUAL(cuda::emulate_gains_bytes(good.spec, 4, 1280, good.site), 8u * 4 * 2);
+  good.gains = at(0x50000000);
+  good.gains_bytes = 64;
+  auto refused = [](const cuda::EmulateArguments& a, const std::string& words) {
+    const Status s = cuda::emulate_allreduce(a, nullptr);
+    BOOST_CHECK_MESSAGE(!s.ok() && s.code() == StatusCode::kInvalidArgument && s.message().find(words) != std::string::npos,
+                        "expected '" << words << "', got: " << s.message());
+  };
+  cuda::EmulateArguments a = good;
+  a.site.row_length = 600;
+  refused(a, "does not divide the message's 1280 elements");
+  a = good;
+  a.site.weight_rms = 0.0f;
+  refused(a, "weight RMS must be finite and > 0");
+  a = good;
+  a.gains = nullptr;
+  refused(a, "need gains (emulate_gains_bytes: 64 bytes");
+  a = good;
+  a.gains_bytes = 63;
+  refused(a, "gains holds 63 bytes, the call needs 64");
+  a = good;
+  a.gains = at(0x50000004);
+  refused(a, "gains is not 8-byte aligned");
+  a = good;
+  a.gains = at(0x40000000 + 256);
+  refused(a, "state and gains overlap");
+  // No gains where the units do not apply: backward calls, a site without a post-norm, the
+  // compensator off, the paper's units.
+  AllReduceSpec s = good.spec;
+  s.direction = Direction::kBackward;
+  BOOST_CHECK_EQUAL(cuda::emulate_gains_bytes(s, 4, 1280, good.site), 0u);
+  s = good.spec;
+  BOOST_CHECK_EQUAL(cuda::emulate_gains_bytes(s, 4, 1280, SiteInfo{}), 0u);
+  s.compensator.mode = CompensatorMode::kOff;
+  BOOST_CHECK_EQUAL(cuda::emulate_gains_bytes(s, 4, 1280, good.site), 0u);
+  s = good.spec;
+  s.compensator.units = CompensatorUnits::kSite;
+  BOOST_CHECK_EQUAL(cuda::emulate_gains_bytes(s, 4, 1280, good.site), 0u);
+}

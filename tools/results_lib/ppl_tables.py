@@ -205,7 +205,7 @@ def stream_summary_text(index: Index, text: str = "moby") -> str:
     closed = gap_closed(index, row("p4-stream-local"))
     closed_rot = gap_closed(index, row("p4-rot64-stream-local"))
     return (f"with the compensator's state in stream units (`--compensator-units stream`, through each site's "
-            f"post-norm; CPU reference) Echo 4-bit costs {d('p4-stream-local'):+.3f} and closes {percent(closed)} "
+            f"post-norm; CPU reference and the one-GPU emulation) Echo 4-bit costs {d('p4-stream-local'):+.3f} and closes {percent(closed)} "
             f"of the uncompensated gap (in site units {d('p4-echo4'):+.2f}), {percent(closed_rot)} with the rotation "
             f"at group 64 (4.5 bits, {d('p4-rot64-stream-local'):+.3f}), and Echo 8-bit costs "
             f"{d('p4-echo8-stream-local'):+.4f} (site units {d('p4-echo8'):+.3f}, no compensation "

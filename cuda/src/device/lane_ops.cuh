@@ -13,10 +13,14 @@ namespace echo::cuda::device {
 // c and x' = x + c (docs/numerics.md 6). `fresh`: the state was just reset, c = 0 and x' = x
 // exactly (x + 0 would turn -0 into +0), as the reference does for an empty state. A NaN in x' is
 // left as the hardware makes it: it matters only where x' is stored, which canonicalizes it.
+// The correction c of numerics 6 from a lane element's averages.
+__device__ __forceinline__ float correction(const CompensatorArgs& c, float m1, float m2) {
+  return c.mode == CompensatorMode::kSingle ? numerics::single_correction(c.eta, m1)
+                                            : numerics::dual_correction(c.eta, c.a, c.oa, m1, m2);
+}
+
 __device__ __forceinline__ float compensated_value(const CompensatorArgs& c, float m1, float m2, float x) {
-  const float corr = c.mode == CompensatorMode::kSingle ? numerics::single_correction(c.eta, m1)
-                                                        : numerics::dual_correction(c.eta, c.a, c.oa, m1, m2);
-  return numerics::compensate(x, corr);
+  return numerics::compensate(x, correction(c, m1, m2));
 }
 
 template <int E>

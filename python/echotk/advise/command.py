@@ -94,8 +94,7 @@ def check_args(args) -> loading.Source:
 
 def candidates_for(args, post_norm: bool = True) -> list:
     """A Candidate per entry of CANDIDATES; those above --bits-max are skipped, and those in
-    stream units where no site has a post-norm (every gain 1: their site-units rows) or on the
-    GPU (CPU reference only)."""
+    stream units where no site has a post-norm (every gain 1: their site-units rows)."""
     out = []
     for name, spec in CANDIDATES:
         bits = 16.0 if spec is None else spec.wire_bits_per_element()
@@ -105,8 +104,6 @@ def candidates_for(args, post_norm: bool = True) -> list:
             c.skipped = f"{bits:g} wire bits > --bits-max {args.bits_max:g}"
         elif stream and not post_norm:
             c.skipped = "no site has a post-norm: stream units are the site units bit for bit"
-        elif stream and args.device != "cpu":
-            c.skipped = "stream units run on the CPU reference only"
         out.append(c)
     return out
 

@@ -7,13 +7,16 @@
 // every rank, so one [n] buffer), the compensator update of every rank, the exact small-message
 // path, backward scaling and the non-finite policy. Every configuration the reference accepts is
 // served (bits 2..8, every quantizer and group size, compensator and residual modes, state types,
-// P = 1..8, wide groups and the Hadamard rotation of docs/numerics.md 2.4 and 2.6), the owner
-// algorithm only; outliers sent exactly (2.5) are refused.
+// P = 1..8, wide groups and the Hadamard rotation of docs/numerics.md 2.4 and 2.6, compensator
+// units 'stream' of 6.1 as echo::allreduce_at_site runs them), the owner algorithm only; outliers
+// sent exactly (2.5) are refused.
 //
 //   EmulateArguments args;                         // spec, ranks, count, buffers
 //   emulate_can_implement(args)                    // what is wrong with them, or Ok
 //   emulate_state_bytes(spec, P, n)                // one state per pass direction; then
 //   emulate_reset_state(state, bytes, stream)      //   at the start of every pass
+//   emulate_gains_bytes(spec, P, n, site)          // units 'stream' at a post-norm site: the
+//                                                  //   scratch of the rows' gains (args.gains)
 //   emulate_allreduce(args, stream)                // enqueue one call
 //   emulate_read_report(workspace, stream, &rep)   // the last call's report (synchronizes)
 //
@@ -28,6 +31,7 @@
 #include <cstdint>
 
 #include "echo/allreduce.h"
+#include "echo/site.h"
 #include "echo/status.h"
 
 namespace echo::cuda {
@@ -56,6 +60,13 @@ struct EmulateArguments {
   std::size_t state_bytes = 0;      // its size, at least emulate_state_bytes(spec, P, n)
   void* workspace = nullptr;        // device, emulate_workspace_bytes(): the report
   float* compensated = nullptr;     // optional device [P][n] fp32: x' = x + c of every rank
+  // Compensator units 'stream' (docs/numerics.md 6.1): the call's site, as allreduce_at_site takes
+  // it; ignored by every call that does not needs_site(spec). At a site with a post-norm the call
+  // needs `gains`, device scratch of at least emulate_gains_bytes(spec, P, n, site) bytes (the rows'
+  // gains, written and read within the call; 8-byte aligned).
+  SiteInfo site;
+  void* gains = nullptr;
+  std::size_t gains_bytes = 0;
 };
 
 // Bytes of one pass direction's compensator state for P ranks of n elements: m1 (and m2 in the
@@ -64,12 +75,17 @@ struct EmulateArguments {
 // for another; a pass's forward and backward calls each need their own.
 std::size_t emulate_state_bytes(const AllReduceSpec& spec, int ranks, std::size_t count);
 
+// Bytes of the scratch a call at `site` needs for its rows' gains: 8 per rank and row (count /
+// site.row_length rows) where needs_site(spec) and the site has a post-norm, else 0.
+std::size_t emulate_gains_bytes(const AllReduceSpec& spec, int ranks, std::size_t count, const SiteInfo& site);
+
 // Start of a pass: zero averages, and the next call applies no correction (as the reference does
 // for an empty CompensatorState). Every new state must be reset before its first call.
 Status emulate_reset_state(void* state, std::size_t state_bytes, cudaStream_t stream);
 
 // kInvalidArgument naming what is wrong (spec, ranks, count, a null or misaligned buffer, a state
-// too small, overlapping buffers, a buffer that is not device memory of the current device),
+// or gains scratch too small, a site that does not serve the call (validate_site), overlapping
+// buffers, a buffer that is not device memory of the current device),
 // kUnsupported for the ring algorithm and for outliers sent exactly; Ok when emulate_allreduce can
 // run the call.
 Status emulate_can_implement(const EmulateArguments& args);

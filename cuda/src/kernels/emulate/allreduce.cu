@@ -1,7 +1,9 @@
-// The one-GPU emulation's launchers (emulate_args.h): the backward max |x'| kernel and the dispatch
-// of the main kernels (emulate/allreduce.cuh, one translation unit per dtype).
+// The one-GPU emulation's launchers (emulate_args.h): the backward max |x'| kernel, the stream
+// units' row gains and the dispatch of the main kernels (emulate/allreduce.cuh, one translation
+// unit per dtype).
 #include "emulate_args.h"
 #include "device/block_max.cuh"
+#include "echo/numerics/stream_units.h"
 #include "kernels/emulate/lanes.cuh"
 
 namespace echo::cuda {
@@ -47,7 +49,46 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_backward_max_kernel(Emu
   if (threadIdx.x == 0 && best != 0) atomicMax(&a.report->max_abs_bits, best);
 }
 
+// Compensator units 'stream' (docs/numerics.md 6.1 steps 1-3): one warp per rank and row. Lane l
+// sums the squares of the row's dtype(x) at l, l + 32, ... in turn, the xor butterfly leaves the
+// row's sum of squares q on every lane, and lane 0 stores the gains of rho = sqrt(q / H).
+template <DType D>
+__global__ void __launch_bounds__(kBlockThreads) emulate_stream_gains_kernel(EmulateParams a) {
+  static_assert(numerics::kRowLanes == 32, "a row's lane sums are a warp's lanes");
+  using T = typename Elem<D>::T;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const std::size_t rows = static_cast<std::size_t>(a.ranks) * a.stream_rows;
+  const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarpsPerBlock;
+  const float n = static_cast<float>(a.row_length);
+  // w is uniform over the warp: every lane runs the butterfly's shuffles.
+  for (std::size_t w = static_cast<std::size_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; w < rows; w += warps) {
+    const std::size_t r = w / a.stream_rows;
+    const T* row = static_cast<const T*>(a.parts) + r * a.count + (w - r * a.stream_rows) * a.row_length;
+    float s = 0.0f;
+    for (std::size_t j = static_cast<std::size_t>(lane); j < a.row_length; j += numerics::kRowLanes) {
+      s = numerics::add_square(s, Elem<D>::load(row[j]));
+    }
+#pragma unroll
+    for (int offset = numerics::kRowLanes / 2; offset >= 1; offset /= 2) {
+      s = numerics::add_lanes(s, __shfl_xor_sync(0xFFFFFFFFu, s, offset));
+    }
+    if (lane == 0) a.stream_gains[w] = numerics::stream_gains(a.weight_rms, numerics::row_rms(s, n));
+  }
+}
+
 }  // namespace
+
+cudaError_t emulate_stream_gains(DType dtype, const EmulateParams& p, cudaStream_t stream) {
+  const std::size_t warps = static_cast<std::size_t>(p.ranks) * p.stream_rows;
+  const std::size_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const auto grid = static_cast<unsigned>(blocks < kMaxGridCap ? (blocks < 1 ? 1 : blocks) : kMaxGridCap);
+  switch (dtype) {
+    case DType::kFloat32: emulate_stream_gains_kernel<DType::kFloat32><<<grid, kBlockThreads, 0, stream>>>(p); break;
+    case DType::kBFloat16: emulate_stream_gains_kernel<DType::kBFloat16><<<grid, kBlockThreads, 0, stream>>>(p); break;
+    case DType::kFloat16: emulate_stream_gains_kernel<DType::kFloat16><<<grid, kBlockThreads, 0, stream>>>(p); break;
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t emulate_backward_max(DType dtype, const EmulateParams& p, cudaStream_t stream) {
   const std::size_t chunks = (p.count + kChunk - 1) / kChunk;

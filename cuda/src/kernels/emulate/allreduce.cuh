@@ -8,8 +8,9 @@
 // max |x'| kernel before it (the shared exponent needs every rank's whole message). The transport
 // options of docs/numerics.md 2.4 (wide groups) and 2.6 (Hadamard rotation) run in instantiations
 // of the quantized kernel of their own (OPTIONS: kOptionWide for wide groups alone, the default
-// spec's, in the structure of the kNoOptions kernel; kAllOptions for every call with the
-// rotation), so the kNoOptions kernel (overflow-groups poison) has none of their code.
+// spec's, in the structure of the kNoOptions kernel; kAllOptions | kOptionStream for every call with
+// the rotation or with compensator units 'stream', docs/numerics.md 6.1), so the kNoOptions kernel
+// (overflow-groups poison) has none of their code.
 // Included once per dtype by emulate_allreduce_<dtype>.cu, which instantiate emulate_launch.
 #pragma once
 
@@ -35,12 +36,13 @@ __device__ __forceinline__ void scaled_terms(const EmulateParams& a, const Scali
 }
 
 // Local residual of a pushed segment: u = x' - v * 2^-k, the error rank r injected.
+template <bool kStream = false>
 __device__ __forceinline__ void update_pushed(const EmulateParams& a, int r, const LaneSpot& s, const Scaling& sc,
                                               const float (&x)[E], const float (&v)[E]) {
   float u[E];
 #pragma unroll
   for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[k], a.backward ? __fmul_rn(v[k], sc.unscale) : v[k]);
-  update_rank(a, r, s, u);
+  update_rank<E, kStream>(a, r, s, u);
 }
 
 // A group's map from its statistics: the fp16 map, or in an instantiation with wide groups (kWide)
@@ -68,6 +70,7 @@ __device__ __forceinline__ void send_term(const EmulateParams& a, const Scaling&
 // The rotation's instantiation's local residual of rank r's push v (in the sent units): rotated, it
 // is taken from the de-rotated push (docs/numerics.md 2.6; the de-rotation's exchanges need the
 // whole group, so every lane of it calls this, `pushes` saying which update), else from v.
+template <bool kStream>
 __device__ __forceinline__ void update_pushed_term(const EmulateParams& a, int r, const LaneSpot& s, const Scaling& sc,
                                                    bool pushes, bool rotation, const RotationLane& rl,
                                                    float4* exchange, const float (&x)[E], const float (&v)[E]) {
@@ -76,18 +79,19 @@ __device__ __forceinline__ void update_pushed_term(const EmulateParams& a, int r
 #pragma unroll
     for (int k = 0; k < E; ++k) vu[k] = v[k];
     unrotate_lane<E>(rl, vu, exchange);
-    if (pushes) update_pushed(a, r, s, sc, x, vu);
+    if (pushes) update_pushed<kStream>(a, r, s, sc, x, vu);
     return;
   }
-  if (pushes) update_pushed(a, r, s, sc, x, v);
+  if (pushes) update_pushed<kStream>(a, r, s, sc, x, v);
 }
 
 // The push and the owner's sum of a group of at most 32 lanes and at least P: the statistics of
 // every pushing rank first, then lane j of the group computes rank j's map and every lane takes
 // its rank's from there by shuffles (scale and zero-point bits, reciprocal: group_map_from_fields),
 // so the group's P - 1 maps cost one map's instructions (the kernel is bound by its instructions).
-// The values are those of the one-rank-at-a-time loop. kWide, kRotation: the emulation kernel's.
-template <int P, bool kWide, bool kRotation>
+// The values are those of the one-rank-at-a-time loop. kWide, kRotation, kStream: the emulation
+// kernel's.
+template <int P, bool kWide, bool kRotation, bool kStream>
 __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, const LaneSpot& s,
                                                        const QuantParams& qp, const Scaling& sc, int lanes,
                                                        bool symmetric, bool local, bool rotation,
@@ -133,7 +137,7 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
       }
       if constexpr (kRotation) {
         // The whole warp is here (any_push is warp-uniform): the de-rotation may shuffle.
-        if (local) update_pushed_term(a, r, s, sc, pushes, rotation, rl, exchange, x[r], v);
+        if (local) update_pushed_term<kStream>(a, r, s, sc, pushes, rotation, rl, exchange, x[r], v);
       }
     }
 #pragma unroll
@@ -146,12 +150,16 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
 // kernel's structure, loads and register budget): the wide map in lane_group_map's second pass,
 // the wide encode and decode in requantize_lane. The Hadamard rotation (2.6, kAllOptions): every
 // rank's sent terms rotated once, the owner's sum and the gathered result in rotated units, the
-// output and the local residuals de-rotated; the compensator state stays unrotated.
+// output and the local residuals de-rotated; the compensator state stays unrotated. Compensator units
+// 'stream' (6.1, kOptionStream): where the call brings its rows' gains, x' and the
+// residuals pass through them (ranks.cuh).
 template <DType D, int P, int OPTIONS>
 __global__ void __launch_bounds__(kBlockThreads, (quantized_min_blocks<D, (OPTIONS & kOptionRotation) != 0>()))
 emulate_quantized_kernel(EmulateParams a) {
   constexpr bool kWide = (OPTIONS & kOptionWide) != 0;
   constexpr bool kRotation = (OPTIONS & kOptionRotation) != 0;
+  constexpr bool kStream = (OPTIONS & kOptionStream) != 0;
+  static_assert(!kStream || kRotation, "stream units run in the rotation's instantiation (its serial loads)");
   constexpr int kBatch = kRotation ? kSerialLoads : quantized_load_batch<D>();
   static_assert(kBatch >= 1, "at least one rank per batch");
   __shared__ float2 warp_stats[kWarpsPerBlock];
@@ -185,7 +193,7 @@ emulate_quantized_kernel(EmulateParams a) {
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     const LaneSpot s = lane_spot<P>(a, chunk);
     float x[P][E];
-    load_ranks<kBatch, D, P>(a, s, fresh, aligned, x);
+    load_ranks<kBatch, D, P, E, kStream>(a, s, fresh, aligned, x);
     // The rotation's instantiation's sent terms: x' (times 2^k), rotated where the group is full
     // (the message's partial last group is not).
     float xs[P][E];
@@ -201,7 +209,7 @@ emulate_quantized_kernel(EmulateParams a) {
     // its own x' (times 2^k) where it does; acc sums the terms in rank order.
     float acc[E];
     if (side_by_side) {
-      push_maps_side_by_side<P, kWide, kRotation>(a, s, qp, sc, lanes, symmetric, local, rotation, rl,
+      push_maps_side_by_side<P, kWide, kRotation, kStream>(a, s, qp, sc, lanes, symmetric, local, rotation, rl,
                                                   rotation_exchange, x, xs, acc);
     } else {
 #pragma unroll
@@ -221,7 +229,7 @@ emulate_quantized_kernel(EmulateParams a) {
             }
           }
           if constexpr (kRotation) {
-            if (local) update_pushed_term(a, r, s, sc, pushes, rotation, rl, rotation_exchange, x[r], v);
+            if (local) update_pushed_term<kStream>(a, r, s, sc, pushes, rotation, rl, rotation_exchange, x[r], v);
           }
         }
 #pragma unroll
@@ -257,10 +265,10 @@ emulate_quantized_kernel(EmulateParams a) {
         float u[E];
 #pragma unroll
         for (int k = 0; k < E; ++k) u[k] = __fsub_rn(a.backward ? __fmul_rn(acc[k], sc.unscale) : acc[k], delivered[k]);
-        update_rank(a, r, s, u);
+        update_rank<E, kStream>(a, r, s, u);
       }
     } else {
-      update_global<kBatch, P>(a, s, x, delivered);
+      update_global<kBatch, P, E, kStream>(a, s, x, delivered);
     }
   }
 }
@@ -277,7 +285,8 @@ __device__ __forceinline__ void exact_term(const EmulateParams& a, const Scaling
   }
 }
 
-// The exact small-message path (docs/numerics.md 4, "Exact path").
+// The exact small-message path (docs/numerics.md 4, "Exact path"); compensator units 'stream' where
+// the call brings its rows' gains.
 template <DType D, int P>
 __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulateParams a) {
   __shared__ int warp_flags[kWarpsPerBlock];
@@ -298,7 +307,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulatePar
   for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     const LaneSpot s = lane_spot<P>(a, chunk);
     float x[P][E];
-    load_ranks<kSerialLoads, D, P>(a, s, fresh, aligned, x);
+    load_ranks<kSerialLoads, D, P, E, true>(a, s, fresh, aligned, x);
     float acc[E];
     bool bad = false;  // a term of the lane is not finite: its group is reported poisoned
 #pragma unroll
@@ -340,10 +349,10 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_exact_kernel(EmulatePar
             u[k] = r == s.owner ? own[k] : 0.0f;
           }
         }
-        update_rank(a, r, s, u);
+        update_rank<E, true>(a, r, s, u);
       }
     } else {
-      update_global<kSerialLoads, P>(a, s, x, delivered);
+      update_global<kSerialLoads, P, E, true>(a, s, x, delivered);
     }
   }
 }
@@ -361,8 +370,8 @@ cudaError_t launch_main(bool exact, const EmulateParams& p, cudaStream_t stream)
   const unsigned grid = grid_of(p.count, kMainGridCap);
   if (exact) {
     emulate_exact_kernel<D, P><<<grid, kBlockThreads, 0, stream>>>(p);
-  } else if (p.rotate) {
-    emulate_quantized_kernel<D, P, kAllOptions><<<grid, kBlockThreads, 0, stream>>>(p);
+  } else if (p.rotate || p.stream_gains != nullptr) {
+    emulate_quantized_kernel<D, P, kAllOptions | kOptionStream><<<grid, kBlockThreads, 0, stream>>>(p);
   } else if (p.wide_groups) {
     emulate_quantized_kernel<D, P, kOptionWide><<<grid, kBlockThreads, 0, stream>>>(p);
   } else {

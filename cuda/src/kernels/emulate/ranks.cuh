@@ -1,8 +1,11 @@
 // Each rank's lane in the one-GPU emulation (emulate/allreduce.cuh): where the lane lies in the
 // message, its loads and x' = x + c (a batch of ranks' loads at a time, per dtype), and its
-// compensator update from its residual (local, or global from the delivered output).
+// compensator update from its residual (local, or global from the delivered output). kStream: an
+// instantiation that serves compensator units 'stream' (docs/numerics.md 6.1) where the call
+// brings its rows' gains (EmulateParams::stream_gains), the paper's units where it does not.
 #pragma once
 
+#include "echo/numerics/stream_units.h"
 #include "emulate_args.h"
 #include "kernels/emulate/lanes.cuh"
 
@@ -41,6 +44,52 @@ __device__ __forceinline__ LaneSpot lane_spot(const EmulateParams& a, std::size_
 template <DType D>
 __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
   return static_cast<const typename Elem<D>::T*>(a.parts) + static_cast<std::size_t>(r) * a.count;
+}
+
+// Stream units: rank r's gains of each element of the lane at s (the gains of the row holding it;
+// unit gains past the message's end). A row may end inside the lane.
+template <int E>
+__device__ __forceinline__ void lane_stream_gains(const EmulateParams& a, int r, const LaneSpot& s,
+                                                  numerics::StreamGains (&g)[E]) {
+  const numerics::StreamGains* rows = a.stream_gains + static_cast<std::size_t>(r) * a.stream_rows;
+  std::size_t row = s.e0 / a.row_length;
+  std::size_t within = s.e0 - row * a.row_length;
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    g[k] = k < s.valid ? rows[row] : numerics::unit_gains();
+    if (++within == a.row_length) {
+      within = 0;
+      ++row;
+    }
+  }
+}
+
+// Stream units' apply (numerics 6.1 step 4): x' = x + fp32(c * R), c the correction of numerics 6;
+// a fresh state applies nothing, as apply_compensation.
+template <int E>
+__device__ __forceinline__ void apply_in_stream_units(const EmulateParams& a, int r, const LaneSpot& s, bool fresh,
+                                                      const float (&m1)[E], const float (&m2)[E], float (&x)[E]) {
+  if (fresh) return;
+  numerics::StreamGains g[E];
+  lane_stream_gains<E>(a, r, s, g);
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    x[k] = numerics::compensate(x[k], numerics::from_stream(correction(a.comp, m1[k], m2[k]), g[k].from_stream));
+  }
+}
+
+// Rank r's x' from its averages: in stream units where the instantiation serves them and the call
+// brings its gains, else numerics 6's.
+template <bool kStream, int E>
+__device__ __forceinline__ void apply_rank(const EmulateParams& a, int r, const LaneSpot& s, bool fresh,
+                                           const float (&m1)[E], const float (&m2)[E], float (&x)[E]) {
+  if constexpr (kStream) {
+    if (a.stream_gains != nullptr) {
+      apply_in_stream_units<E>(a, r, s, fresh, m1, m2, x);
+      return;
+    }
+  }
+  apply_compensation<E>(a.comp, fresh, m1, m2, x);
 }
 
 // Ranks whose lane loads (input and averages) are issued together before any of them is used: the
@@ -109,9 +158,11 @@ __device__ __forceinline__ void load_batch_states(const EmulateParams& a, const 
 // of ranks come first, then their compensation, then their x' stores.
 // The state x' was formed from is not kept: update_rank loads it again (from cache), which leaves
 // the registers of P ranks' averages free for the quantization.
-template <int kBatch, DType D, int P, int E>
+// Stream units are served by the loop of one rank at a time (kBatch 1).
+template <int kBatch, DType D, int P, int E, bool kStream = false>
 __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpot& s, bool fresh,
                                            const bool (&aligned)[P], float (&x)[P][E]) {
+  static_assert(!kStream || kBatch == 1, "stream units load one rank at a time");
   const bool comp = a.comp.mode != CompensatorMode::kOff;
   if constexpr (kBatch == 1) {
 #pragma unroll
@@ -120,7 +171,7 @@ __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpo
       if (comp) {
         float m1[E], m2[E];
         load_rank_state<E>(a, r, s, m1, m2);
-        apply_compensation<E>(a.comp, fresh, m1, m2, x[r]);
+        apply_rank<kStream, E>(a, r, s, fresh, m1, m2, x[r]);
       }
       if (a.compensated != nullptr && s.valid > 0) {
         store_lane_f32_canonical(a.compensated + static_cast<std::size_t>(r) * a.count + s.e0, s.valid, x[r]);
@@ -148,27 +199,40 @@ __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpo
 }
 
 // Rank r's new averages from its residual u and its averages m1, m2 (loaded again), stored (lanes
-// inside the message only).
-template <int E>
+// inside the message only). Stream units (numerics 6.1 step 5): the averages take fp32(u * G).
+template <int E, bool kStream = false>
 __device__ __forceinline__ void update_loaded(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E],
                                               float (&m1)[E], float (&m2)[E]) {
+  if constexpr (kStream) {
+    if (a.stream_gains != nullptr) {
+      numerics::StreamGains g[E];
+      lane_stream_gains<E>(a, r, s, g);
+      float us[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) us[k] = numerics::to_stream(u[k], g[k].to_stream);
+      update_state<E>(a.comp, us, m1, m2);
+      store_state_lane<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
+      return;
+    }
+  }
   update_state<E>(a.comp, u, m1, m2);
   store_state_lane<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
 }
 
 // The same for one rank, its averages loaded here.
-template <int E>
+template <int E, bool kStream = false>
 __device__ __forceinline__ void update_rank(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E]) {
   float m1[E], m2[E];
   load_rank_state<E>(a, r, s, m1, m2);
-  update_loaded(a, r, s, u, m1, m2);
+  update_loaded<E, kStream>(a, r, s, u, m1, m2);
 }
 
 // Global residual (docs/numerics.md 6): u_i = x'_i - y / P for every rank, y the delivered output.
 // A batch's averages are loaded together before its first update's stores (as in load_ranks).
-template <int kBatch, int P, int E>
+template <int kBatch, int P, int E, bool kStream = false>
 __device__ __forceinline__ void update_global(const EmulateParams& a, const LaneSpot& s, const float (&x)[P][E],
                                               const float (&y)[E]) {
+  static_assert(!kStream || kBatch == 1, "stream units update one rank at a time");
   // For a power-of-two P the product with 1 / P (exact) is the same correctly rounded quotient.
   constexpr bool kPow2 = (P & (P - 1)) == 0;
   float share[E];
@@ -182,7 +246,7 @@ __device__ __forceinline__ void update_global(const EmulateParams& a, const Lane
       float u[E];
 #pragma unroll
       for (int k = 0; k < E; ++k) u[k] = __fsub_rn(x[r][k], share[k]);
-      update_rank(a, r, s, u);
+      update_rank<E, kStream>(a, r, s, u);
     }
   } else {
 #pragma unroll

@@ -20,7 +20,9 @@ changes it may make:
     kappa_k * rms(x_k,i(t)), kappa_k from the calibration pass.
   - "self": per-token gains gbar_k / rho_k,i(t) from each rank's own partial sum, rho its RMS
     over the token's row, at the apply and the update alike (no calibration: a constant factor
-    common to all sites cancels between the update and the apply).
+    common to all sites cancels between the update and the apply). With `profile` p > 0 the gain
+    of feature j is also times (|w_j| / gbar_k) ** p (|w_j| floored at `floor` times gbar_k): p = 1
+    is the post-norm's diagonal per feature, p = 0 the scalar gain.
   - "jacobian": per feature and token, diag(w_k) / r_k(t) (the post-norm's Jacobian without its
     radial term), with the apply's r estimated as in "dynamic" and |w| floored at `floor` times
     its RMS for the inverse.
@@ -57,6 +59,7 @@ class Candidate:
     floor: float = 0.1          # jacobian: |w| floored at floor * rms(w) for the inverse
     residual: str = "global"    # "global" (u = x' - y / P) or "local" (docs/numerics.md 6)
     prescale: float = 0.0       # > 0: each feature j travels times 2^round(prescale * log2(|w_j| / rms(w)))
+    profile: float = 0.0        # self: gains times (max(|w_j|, floor * rms(w)) / rms(w)) ** profile per feature
 
     def __post_init__(self):
         if self.states not in STATES:
@@ -154,6 +157,13 @@ class StudyAllReduce:
         e = torch.round(self.candidate.prescale * torch.log2(w.abs().clamp_min(1e-30) / self._gbar(site)))
         return torch.exp2(e.clamp(-20, 20))
 
+    def _profile(self, site: int) -> torch.Tensor:
+        """Per feature (max(|w_j|, floor * rms(w)) / rms(w)) ** profile: the post-norm's per-feature
+        gain relative to its RMS, floored (its inverse is applied), to the power `profile`."""
+        w = self.post_norms[site].abs()
+        gbar = self._gbar(site)
+        return (w.clamp_min(self.candidate.floor * gbar) / gbar).pow(self.candidate.profile)
+
     def _apply_rms(self, site: int, kind: int, exact: torch.Tensor, x: torch.Tensor) -> Optional[torch.Tensor]:
         if self.candidate.units == "partial":
             P = x.shape[0]
@@ -175,6 +185,8 @@ class StudyAllReduce:
         if c.units == "self" and self.post_norms[site] is not None:
             rho = x.reshape(shape).double().pow(2).mean(dim=2).sqrt().float().clamp_min(1e-30)   # [P, T]
             self_gain = (self._gbar(site) / rho).unsqueeze(2)                                    # [P, T, 1]
+            if c.profile != 0.0:
+                self_gain = self_gain * self._profile(site).reshape(1, 1, -1)                    # [P, T, H]
         k = _constants(c)
         if state.m1 is not None:
             corr = k["eta"] * (k["a"] * state.m1 + k["oa"] * state.m2)   # fp32, in the state's units

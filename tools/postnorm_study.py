@@ -53,7 +53,8 @@ def parse_row(name: str):
     transport, _, candidate = name.partition("-")
     if transport not in TRANSPORTS:
         raise ValueError(f"row {name!r}: transport {transport!r} is not one of {list(TRANSPORTS)}")
-    # CANDIDATE[@etaE][@local]: eta E instead of 0.75, the local residual instead of the global one
+    # CANDIDATE[@etaE][@local][@profP][@floorF][@b1_B][@b2_B]: eta E instead of 0.75, the local residual
+    # instead of the global one, the per-feature profile's power and floor, the averages' decays
     base, *mods = candidate.split("@")
     if base not in CANDIDATES:
         raise ValueError(f"row {name!r}: candidate {base!r} is not one of {list(CANDIDATES)}")
@@ -63,6 +64,14 @@ def parse_row(name: str):
             c = dataclasses.replace(c, eta=float(mod[3:]))
         elif mod == "local":
             c = dataclasses.replace(c, residual="local")
+        elif mod.startswith("prof"):
+            c = dataclasses.replace(c, profile=float(mod[4:]))
+        elif mod.startswith("floor"):
+            c = dataclasses.replace(c, floor=float(mod[5:]))
+        elif mod.startswith("b1_"):
+            c = dataclasses.replace(c, beta1=float(mod[3:]))
+        elif mod.startswith("b2_"):
+            c = dataclasses.replace(c, beta2=float(mod[3:]))
         elif mod.startswith("pre"):
             c = dataclasses.replace(c, prescale=float(mod[3:]))
         else:

@@ -74,6 +74,24 @@ POSTNORM_ROWS = {
     "p4-echo8-stream-local": (4, dict(bits=8, compensator_units="stream", residual="local"),
                               "--ranks 4 --allreduce echo --bits 8 --residual local --compensator-units stream"),
     "p4-echo8-local": (4, dict(bits=8, residual="local"), "--ranks 4 --allreduce echo --bits 8 --residual local"),
+    # The compensator's own settings in stream units (docs/results-gemma3.md): the gain eta, the
+    # averages' decays, one average, and plain error feedback (one average with decay 0 at gain 1:
+    # each call applies exactly the previous call's residual).
+    **{f"p4-stream-local-eta{tag}": (4, dict(compensator_units="stream", residual="local", eta=eta),
+                                     f"--ranks 4 --allreduce echo --compensator-units stream --residual local "
+                                     f"--eta {eta:g}")
+       for tag, eta in (("1", 1.0), ("05", 0.5), ("035", 0.35), ("025", 0.25))},
+    "p4-stream-local-slow-eta05": (4, dict(compensator_units="stream", residual="local", eta=0.5, beta1=0.9,
+                                           beta2=0.5),
+                                   "--ranks 4 --allreduce echo --compensator-units stream --residual local --eta 0.5 "
+                                   "--beta1 0.9 --beta2 0.5"),
+    "p4-stream-single-eta05": (4, dict(compensator_units="stream", residual="local", eta=0.5, compensator="single",
+                                       beta=0.4),
+                               "--ranks 4 --allreduce echo --compensator-units stream --residual local --eta 0.5 "
+                               "--compensator single --beta 0.4"),
+    "p4-stream-ef": (4, dict(compensator="single", beta=0.0, eta=1.0, compensator_units="stream", residual="local"),
+                     "--ranks 4 --allreduce echo --compensator single --beta 0 --eta 1 --residual local "
+                     "--compensator-units stream"),
 }
 ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS, "postnorm": POSTNORM_ROWS}
 ALL_ROWS = {**ROWS, **OUTLIER_ROWS, **POSTNORM_ROWS}

@@ -19,7 +19,7 @@ from results_lib import markers, ppl, stats  # noqa: E402
 RESULTS = REPO / "tools" / "results.py"
 # What tools/results.py reads and writes: the docs and the data behind their tables.
 COPIED = ["README.md", "docs", "data/gemma3/ppl", "data/gemma3/recorded", "data/smollm2/ppl", "data/smollm2/cpp-ppl",
-          "data/smollm2/cpp2-ppl", "data/smollm2/python-ppl", "data/smollm2/recorded", "data/paper",
+          "data/smollm2/cpp2-ppl", "data/smollm2/py2-ppl", "data/smollm2/python-ppl", "data/smollm2/recorded", "data/paper",
           "data/training/runs", "data/bench", "data/advise"]
 FIGURES = ["docs/figures/training-loss.png", "docs/figures/training-lr.png", "docs/figures/training-sites.png"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -67,6 +67,8 @@ CHANGES = [
     ("data/smollm2/cpp-ppl/sotu-p4-out1.csv", 2, "nll_sum", "docs/outliers.md: table outliers-smollm2-sotu"),
     ("data/smollm2/python-ppl/p4-echo4.csv", 1, "nll_sum", "docs/results-smollm2.md: table smollm2-python"),
     ("data/paper/table4.csv", 1, "ppl_echo_4bit", "docs/results-gemma3.md: table gap-closed"),
+    ("data/smollm2/py2-ppl/sotu-bound-q4rot64.csv", 4, "nll_sum",
+     "docs/results-gemma3.md: table stream-smollm2-bound-sotu"),
     ("data/training/runs/m256x4-p0.2/echo4-s1/train.csv", -1, "train_loss",
      "docs/results-training.md: table training-results"),
     ("data/training/runs/m256x4-p0.2/q4off-s2/train.csv", -1, "val_loss",

@@ -1,0 +1,156 @@
+"""What any compensator that corrects a site's error at the next site can reach on a post-norm
+model (docs/results-gemma3.md): the delayed exact cancellation.
+
+Each site's all-reduce is the quantized transport without compensation (the reference's
+echotk.AllReduce, compensator off), and beside it the exact sum of the same partial sums, rounded
+to bf16 as the 16-bit row's all-reduce rounds it. At site k a hook on the post-norm takes
+delta_k = norm_k(y_quantized) - norm_k(y_exact), the error site k's quantization puts into the
+residual stream, and subtracts delta_(k-1) from site k's normalized output: the error of site
+k - 1 leaves the stream exactly, one site after it entered, with no quantization of the
+correction and no estimate of any gain. What stays is what no such compensator removes: each
+error's effect on the block it passes through before it is cancelled, and the last site's error.
+On a model without post-norms (SmolLM2) a site's output joins the stream as it is, and the
+all-reduce itself returns its output minus the error of the call before.
+
+    python tools/postnorm_bound.py --gguf $(scripts/setup_gemma3.sh) --text data/smollm2/moby-dick.txt.gz \
+        --windows 16 --length 512 --out OUT --baseline OUT-p4-16bit.csv --rows q4 q4rot64
+
+Rows: TRANSPORT[@delay] with TRANSPORT one of q4, q8, q4rot, q4rot64 (tools/postnorm_study.py) and
+@delay the sites between an error and its cancellation (1, the default; 0 cancels each site's own
+error, the 16-bit row up to the norm's rounding, a check of the hooks).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from collections import deque
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from postnorm_study import TRANSPORTS  # noqa: E402
+
+from echotk import AllReduce, ExactAllReduce, Spec  # noqa: E402
+from echotk.models import bos_id, load_model, load_tokenizer  # noqa: E402
+from echotk.eval.ppl import paired, plan_windows, read_csv, read_text, score_windows, summarize, write_csv  # noqa: E402
+from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel  # noqa: E402
+
+
+class ExactBeside:
+    """The quantized transport (compensator off) that also keeps the exact sum of its last call.
+    With `delay` set (a model without post-norms, whose site outputs join the stream as they are),
+    it cancels itself: each call returns its output minus the error delta = y_quantized - y_exact
+    of the call `delay` sites before (the pass restarts at reset())."""
+
+    def __init__(self, ranks: int, spec: Spec, delay=None):
+        self.ranks, self.dtype = ranks, "bf16"
+        self._quantized = AllReduce(ranks=ranks, spec=spec)
+        self._exact = ExactAllReduce(ranks=ranks, dtype="bf16")
+        self.last_exact = None
+        self.delay = delay
+        self._pending: deque = deque()
+
+    def reset(self, direction=None):
+        self._quantized.reset()
+        self._pending.clear()
+
+    def __call__(self, parts: torch.Tensor, direction: str = "forward") -> torch.Tensor:
+        self.last_exact = self._exact(parts)
+        y = self._quantized(parts)
+        if self.delay is None:
+            return y
+        self._pending.append(y.float() - self.last_exact.float())
+        if len(self._pending) > self.delay:
+            return (y.float() - self._pending.popleft()).to(y.dtype)
+        return y
+
+
+def post_norms(model):
+    """The post-norm module of each site in call order (2l: attention output, 2l + 1: MLP output)."""
+    out = []
+    for layer in model.model.layers:
+        out += [layer.post_attention_layernorm, layer.post_feedforward_layernorm]
+    return out
+
+
+def install_cancellation(model, reduce: ExactBeside, delay: int):
+    """Hooks on every post-norm: delta_k taken, delta_(k - delay) subtracted. Returns the handles."""
+    norms = post_norms(model)
+    pending: deque = deque()
+
+    def hook(module, inputs, output):
+        site = hook_site[id(module)]
+        if site == 0:
+            pending.clear()
+        exact = module.forward(reduce.last_exact.reshape(inputs[0].shape).to(inputs[0].dtype))
+        pending.append(output - exact)
+        if len(pending) > delay:
+            return output - pending.popleft()
+        return output
+
+    hook_site = {id(m): k for k, m in enumerate(norms)}
+    return [m.register_forward_hook(hook) for m in norms]
+
+
+def parse_row(name: str):
+    transport, _, mod = name.partition("@")
+    if transport not in TRANSPORTS:
+        raise ValueError(f"row {name!r}: transport {transport!r} is not one of {list(TRANSPORTS)}")
+    if mod and not mod.startswith("delay"):
+        raise ValueError(f"row {name!r}: unknown modifier @{mod}")
+    try:
+        delay = int(mod[5:]) if mod else 1
+    except ValueError:
+        raise ValueError(f"row {name!r}: @delay takes a whole number of sites") from None
+    if delay < 0:
+        raise ValueError(f"row {name!r}: the delay must be >= 0")
+    return Spec(compensator="off", **TRANSPORTS[transport]), delay
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gguf", required=True)
+    p.add_argument("--text", required=True)
+    p.add_argument("--windows", type=int, default=16)
+    p.add_argument("--length", type=int, default=512)
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--out", required=True, help="prefix of the CSV files: OUT-bound-ROW.csv")
+    p.add_argument("--baseline", required=True, help="the 16-bit row's CSV over the same windows")
+    p.add_argument("--rows", nargs="+", required=True)
+    p.add_argument("--threads", type=int, default=0)
+    args = p.parse_args(argv)
+    rows = [(name, *parse_row(name)) for name in args.rows]
+    base = read_csv(args.baseline)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    begin = time.perf_counter()
+    ids = torch.tensor(load_tokenizer(args.gguf).encode(read_text(args.text)).ids, dtype=torch.long)
+    starts = plan_windows(len(ids), args.windows, args.length)
+    bos = bos_id(args.gguf)
+    model = load_model(args.gguf)
+    has_post_norms = type(model).__name__.startswith(("Gemma2", "Gemma3"))
+    print(f"# {args.text}: {args.windows} x {args.length}; load {time.perf_counter() - begin:.0f} s", flush=True)
+    for name, spec, delay in rows:
+        reduce = ExactBeside(args.ranks, spec, None if has_post_norms else delay)
+        tensor_parallel(model, ranks=args.ranks, allreduce=reduce)
+        handles = install_cancellation(model, reduce, delay) if has_post_norms else []
+        try:
+            scored = score_windows(model, ids, starts, args.length, bos, progress=False)
+        finally:
+            for h in handles:
+                h.remove()
+            undo_tensor_parallel(model)
+        write_csv(f"{args.out}-bound-{name}.csv", scored)
+        run = {r[1]: (r[4], r[3]) for r in scored}
+        s = summarize([run[k][0] for k in sorted(run)], [run[k][1] for k in sorted(run)])
+        d, half = paired(run, base)
+        print(f"| bound-{name} | {s['perplexity']:.2f} | {d:+.4f} | [{d - half:+.4f}, {d + half:+.4f}] | "
+              f"{math.exp(d):.3f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

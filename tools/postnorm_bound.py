@@ -15,13 +15,15 @@ all-reduce itself returns its output minus the error of the call before.
     python tools/postnorm_bound.py --gguf $(scripts/setup_gemma3.sh) --text data/smollm2/moby-dick.txt.gz \
         --windows 16 --length 512 --out OUT --baseline OUT-p4-16bit.csv --rows q4 q4rot64
 
-Rows: TRANSPORT[@delay] with TRANSPORT one of q4, q8, q4rot, q4rot64 (tools/postnorm_study.py) and
-@delay the sites between an error and its cancellation (1, the default; 0 cancels each site's own
-error, the 16-bit row up to the norm's rounding, a check of the hooks).
+Rows: TRANSPORT[@delayD | @through] with TRANSPORT one of q4, q8, q4rot, q4rot64
+(tools/postnorm_study.py); @delayD the sites between an error and its cancellation (1, the
+default; 0 cancels each site's own error, the 16-bit row up to the norm's rounding, a check of the
+hooks); @through[P] the cancellation one site late carried in the next site's message, through
+the norm's first-order inverse with its per-feature profile to the power P (1 when not given;
+CorrectedTransport; post-norm models only).
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -31,11 +33,11 @@ from collections import deque
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from postnorm_study import TRANSPORTS  # noqa: E402
+from postnorm_study import TRANSPORTS, report_line, run_arguments  # noqa: E402
 
 from echotk import AllReduce, ExactAllReduce, Spec  # noqa: E402
 from echotk.models import bos_id, load_model, load_tokenizer  # noqa: E402
-from echotk.eval.ppl import paired, plan_windows, read_csv, read_text, score_windows, summarize, write_csv  # noqa: E402
+from echotk.eval.ppl import paired, plan_windows, read_csv, read_text, score_windows, windows_of, write_csv  # noqa: E402,E501
 from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel  # noqa: E402
 
 
@@ -95,10 +97,84 @@ def install_cancellation(model, reduce: ExactBeside, delay: int):
     return [m.register_forward_hook(hook) for m in norms]
 
 
+class CorrectedTransport(ExactBeside):
+    """`@through`: the previous site's stream error travels in this site's message, as a
+    compensator's correction does. The hooks (install_through) leave each normalized output as it
+    is and take eps_k = norm_k(y_k) - (norm_k(exact_k) - eps_(k-1)), what site k adds to the
+    stream's error beyond cancelling eps_(k-1); the next call adds c = -eps_k * r / w_j to its
+    partial sums (split evenly over the ranks) before the quantized transport, with r each token's
+    RMS of the call's exact sum and w_j the post-norm's effective weights floored at FLOOR times
+    their RMS: the norm's inverse to first order, without its radial term (`profile` p < 1: w_j's
+    ratio to the weights' RMS taken to the power p, p = 0 the weights' RMS, as stream units
+    convert). The exact error at gain 1: what is lost against the delayed exact cancellation is
+    the correction's own quantization, the norm's nonlinearity and, for p < 1, its profile."""
+
+    FLOOR = 0.1
+
+    def __init__(self, ranks: int, spec: Spec, weights, profile: float = 1.0):
+        super().__init__(ranks, spec)
+        self.weights = weights
+        self.profile = profile
+        self.site = 0
+        self.error = None   # eps of the previous site, in stream units [tokens, hidden]
+
+    def reset(self, direction=None):
+        super().reset(direction)
+        self.site = 0
+        self.error = None
+
+    def __call__(self, parts: torch.Tensor, direction: str = "forward") -> torch.Tensor:
+        self.last_exact = self._exact(parts)
+        w = self.weights[self.site]
+        self.site += 1
+        if self.error is None:
+            return self._quantized(parts)
+        hidden = w.numel()
+        rms = w.double().pow(2).mean().sqrt().float()
+        ratio = (w.abs().clamp_min(self.FLOOR * rms) / rms).pow(self.profile)
+        floored = torch.copysign(rms * ratio, w) if self.profile != 0 else rms * ratio
+        r = self.last_exact.float().reshape(-1, hidden).pow(2).mean(dim=1, keepdim=True).sqrt()
+        c = (-self.error.reshape(-1, hidden) * r / floored).reshape(-1)
+        return self._quantized((parts.float() + c / parts.shape[0]).to(parts.dtype))
+
+
+def effective_weights(model):
+    """Each post-norm's effective weight in site order: norm(ones) * sqrt(1 + eps)."""
+    out = []
+    for norm in post_norms(model):
+        eps = float(getattr(norm, "eps", getattr(norm, "variance_epsilon", 1e-6)))
+        with torch.no_grad():
+            out.append(norm(torch.ones(1, norm.weight.shape[0])).float()[0] * (1.0 + eps) ** 0.5)
+    return out
+
+
+def install_through(model, reduce: CorrectedTransport):
+    """Hooks for `@through`: each post-norm's eps_k handed to the next call. Returns the handles."""
+    norms = post_norms(model)
+    hook_site = {id(m): k for k, m in enumerate(norms)}
+
+    def hook(module, inputs, output):
+        site = hook_site[id(module)]
+        exact = module.forward(reduce.last_exact.reshape(inputs[0].shape).to(inputs[0].dtype))
+        previous = 0 if site == 0 or reduce.error is None else reduce.error.reshape(output.shape)
+        reduce.error = (output - (exact - previous)).float().detach()
+        return output
+
+    return [m.register_forward_hook(hook) for m in norms]
+
+
 def parse_row(name: str):
+    """(spec, delay, through) of a row TRANSPORT[@delayD | @through[P]]: through None, or the
+    profile's power P of CorrectedTransport (1 when not given)."""
     transport, _, mod = name.partition("@")
     if transport not in TRANSPORTS:
         raise ValueError(f"row {name!r}: transport {transport!r} is not one of {list(TRANSPORTS)}")
+    if mod.startswith("through"):
+        try:
+            profile = float(mod[7:]) if mod[7:] else 1.0
+        except ValueError:
+            raise ValueError(f"row {name!r}: @throughP takes the profile's power P") from None
+        return Spec(compensator="off", **TRANSPORTS[transport]), 1, profile
     if mod and not mod.startswith("delay"):
         raise ValueError(f"row {name!r}: unknown modifier @{mod}")
     try:
@@ -107,20 +183,13 @@ def parse_row(name: str):
         raise ValueError(f"row {name!r}: @delay takes a whole number of sites") from None
     if delay < 0:
         raise ValueError(f"row {name!r}: the delay must be >= 0")
-    return Spec(compensator="off", **TRANSPORTS[transport]), delay
+    return Spec(compensator="off", **TRANSPORTS[transport]), delay, None
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--gguf", required=True)
-    p.add_argument("--text", required=True)
-    p.add_argument("--windows", type=int, default=16)
-    p.add_argument("--length", type=int, default=512)
-    p.add_argument("--ranks", type=int, default=4)
-    p.add_argument("--out", required=True, help="prefix of the CSV files: OUT-bound-ROW.csv")
+    p = run_arguments(__doc__.splitlines()[0], "prefix of the CSV files: OUT-bound-ROW.csv")
     p.add_argument("--baseline", required=True, help="the 16-bit row's CSV over the same windows")
     p.add_argument("--rows", nargs="+", required=True)
-    p.add_argument("--threads", type=int, default=0)
     args = p.parse_args(argv)
     rows = [(name, *parse_row(name)) for name in args.rows]
     base = read_csv(args.baseline)
@@ -133,10 +202,18 @@ def main(argv=None) -> int:
     model = load_model(args.gguf)
     has_post_norms = type(model).__name__.startswith(("Gemma2", "Gemma3"))
     print(f"# {args.text}: {args.windows} x {args.length}; load {time.perf_counter() - begin:.0f} s", flush=True)
-    for name, spec, delay in rows:
-        reduce = ExactBeside(args.ranks, spec, None if has_post_norms else delay)
+    for name, spec, delay, through in rows:
+        if through is not None and not has_post_norms:
+            raise SystemExit(f"postnorm_bound: row {name}: @through needs a model with post-norms")
+        if through is not None:
+            reduce = CorrectedTransport(args.ranks, spec, effective_weights(model), through)
+        else:
+            reduce = ExactBeside(args.ranks, spec, None if has_post_norms else delay)
         tensor_parallel(model, ranks=args.ranks, allreduce=reduce)
-        handles = install_cancellation(model, reduce, delay) if has_post_norms else []
+        if through is not None:
+            handles = install_through(model, reduce)
+        else:
+            handles = install_cancellation(model, reduce, delay) if has_post_norms else []
         try:
             scored = score_windows(model, ids, starts, args.length, bos, progress=False)
         finally:
@@ -144,11 +221,8 @@ def main(argv=None) -> int:
                 h.remove()
             undo_tensor_parallel(model)
         write_csv(f"{args.out}-bound-{name}.csv", scored)
-        run = {r[1]: (r[4], r[3]) for r in scored}
-        s = summarize([run[k][0] for k in sorted(run)], [run[k][1] for k in sorted(run)])
-        d, half = paired(run, base)
-        print(f"| bound-{name} | {s['perplexity']:.2f} | {d:+.4f} | [{d - half:+.4f}, {d + half:+.4f}] | "
-              f"{math.exp(d):.3f} |", flush=True)
+        run = windows_of(scored)
+        print(report_line(f"bound-{name}", run, base, f"{math.exp(paired(run, base)[0]):.3f}"), flush=True)
     return 0
 
 

@@ -24,7 +24,10 @@ from postnorm_compensators import Candidate, StudyAllReduce, calibrate_gains, po
 
 from echotk import ExactAllReduce, Spec  # noqa: E402
 from echotk.models import bos_id, load_model, load_tokenizer  # noqa: E402
-from echotk.eval.ppl import paired, plan_windows, read_csv, read_text, score_windows, summarize, write_csv  # noqa: E402
+from echotk.eval.ppl import (  # noqa: E402
+    paired, plan_windows, read_csv, read_text, score_windows,
+    summarize_run, windows_of, write_csv,
+)
 from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel  # noqa: E402
 
 TRANSPORTS = {
@@ -79,6 +82,13 @@ def parse_row(name: str):
     return Spec(compensator="off", **TRANSPORTS[transport]), c
 
 
+def report_line(name: str, run: dict, base: dict, last: str) -> str:
+    """| name | perplexity | d log ppl vs base | its 95% interval | last |"""
+    s = summarize_run(run)
+    d, half = paired(run, base)
+    return f"| {name} | {s['perplexity']:.2f} | {d:+.4f} | [{d - half:+.4f}, {d + half:+.4f}] | {last} |"
+
+
 def cal_window(args, tokenizer, ids, bos) -> torch.Tensor:
     """The calibration window: the first --calibration-length tokens of --calibration-text (or of
     the text), after BOS where the model wants one."""
@@ -105,20 +115,26 @@ def equalize_gains(model, cal: torch.Tensor, ranks: int) -> None:
           flush=True)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_arguments(description: str, out_help: str) -> argparse.ArgumentParser:
+    """The model, text, windows, ranks and output prefix of a run of rows."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--gguf", required=True)
     p.add_argument("--text", required=True)
     p.add_argument("--windows", type=int, default=16)
     p.add_argument("--length", type=int, default=512)
     p.add_argument("--ranks", type=int, default=4)
-    p.add_argument("--out", required=True, help="prefix of the CSV files: OUT-ROW.csv")
+    p.add_argument("--out", required=True, help=out_help)
+    p.add_argument("--threads", type=int, default=0)
+    return p
+
+
+def main(argv=None) -> int:
+    p = run_arguments(__doc__.splitlines()[0], "prefix of the CSV files: OUT-ROW.csv")
     p.add_argument("--baseline", help="the 16-bit row's CSV (default OUT-p4-16bit.csv; made when missing)")
     p.add_argument("--calibration-text", help="text of the static gains' calibration window "
                                               "(default: --text); its first --calibration-length tokens")
     p.add_argument("--calibration-length", type=int, default=256)
     p.add_argument("--rows", nargs="+", required=True)
-    p.add_argument("--threads", type=int, default=0)
     p.add_argument("--reuse", action="store_true", help="keep rows whose CSV exists")
     p.add_argument("--equalize-gains", action="store_true",
                    help="the causal test: scale each site's row-parallel weight by G_k / G (G_k its static gain "
@@ -173,12 +189,9 @@ def main(argv=None) -> int:
             finally:
                 undo_tensor_parallel(model)
             write_csv(path, rows)
-            run = {r[1]: (r[4], r[3]) for r in rows}
+            run = windows_of(rows)
             speed = len(rows) * args.length / sum(r[6] for r in rows)
-        s = summarize([run[k][0] for k in sorted(run)], [run[k][1] for k in sorted(run)])
-        d, half = paired(run, base)
-        print(f"| {name} | {s['perplexity']:.2f} | {d:+.4f} | [{d - half:+.4f}, {d + half:+.4f}] | "
-              f"{speed:.0f} tok/s |", flush=True)
+        print(report_line(name, run, base, f"{speed:.0f} tok/s"), flush=True)
     return 0
 
 

@@ -23,7 +23,10 @@ import torch
 
 from echotk import AllReduce, ExactAllReduce, Spec
 from echotk.models import bos_id, load_model, load_tokenizer
-from echotk.eval.ppl import paired, plan_windows, read_csv, read_text, score_windows, summarize, write_csv
+from echotk.eval.ppl import (
+    paired, plan_windows, read_csv, read_text, score_windows,
+    summarize_run, windows_of, write_csv,
+)
 from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel
 
 # name: (ranks, "exact" | spec options, the options as `echotk ppl` spells them)
@@ -148,11 +151,11 @@ def main(argv=None) -> int:
             finally:
                 undo_tensor_parallel(model)
             write_csv(path, rows)
-            run = {r[1]: (r[4], r[3]) for r in rows}
+            run = windows_of(rows)
             speed = len(rows) * args.length / sum(r[6] for r in rows)
         if base is None:
             base = run
-        s = summarize([run[k][0] for k in sorted(run)], [run[k][1] for k in sorted(run)])
+        s = summarize_run(run)
         d, half = paired(run, base)
         print(f"| {name} | `{spelled}` | {s['perplexity']:.2f} | [{s['ci_low']:.2f}, {s['ci_high']:.2f}] | "
               f"{d:+.4f} | [{d - half:+.4f}, {d + half:+.4f}] | {math.exp(d):.3f} | {speed:.0f} |", flush=True)

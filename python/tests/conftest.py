@@ -56,3 +56,17 @@ def contributions(ranks, n, dtype, seed, nonfinite=False):
         x[ranks - 1, n // 2] = float("inf")
         x[ranks // 2, n - 1] = float("-inf")
     return x
+
+
+def tiny_gemma3(common: dict, seed: int = 0):
+    """A small random Gemma 3 (transformers) with post-norm weights far from 0, in fp32 eval mode:
+    `common` the config's sizes, head_dim 16, sliding window 8."""
+    import transformers
+    torch.manual_seed(seed)
+    model = transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**common, head_dim=16, sliding_window=8))
+    model = model.float().eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.post_attention_layernorm.weight.normal_(0.0, 0.5)
+            layer.post_feedforward_layernorm.weight.normal_(0.0, 0.5)
+    return model

@@ -9,7 +9,7 @@ import torch
 
 import echotk
 from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel
-from conftest import REPO
+from conftest import REPO, tiny_gemma3
 
 transformers = pytest.importorskip("transformers")
 RANKS = 4
@@ -29,14 +29,7 @@ def _bound():
 
 
 def _gemma():
-    torch.manual_seed(0)
-    model = transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**COMMON, head_dim=16, sliding_window=8))
-    model = model.float().eval()
-    with torch.no_grad():
-        for layer in model.model.layers:
-            layer.post_attention_layernorm.weight.normal_(0.0, 0.5)
-            layer.post_feedforward_layernorm.weight.normal_(0.0, 0.5)
-    return model, True
+    return tiny_gemma3(COMMON), True
 
 
 def _llama():
@@ -60,7 +53,7 @@ def _logits(model, allreduce, post_norms=False, bound=None, delay=None):
 def test_delay_0_gives_the_exact_all_reduce_and_delay_1_neither(make):
     bound = _bound()
     model, post_norms = make()
-    spec, _ = bound.parse_row("q4")
+    spec, _, _ = bound.parse_row("q4")
     exact = _logits(model, echotk.ExactAllReduce(RANKS, dtype="bf16"))
     plain = _logits(model, echotk.AllReduce(RANKS, spec))
 
@@ -77,7 +70,33 @@ def test_delay_0_gives_the_exact_all_reduce_and_delay_1_neither(make):
 
 def test_bad_rows_are_refused():
     bound = _bound()
-    assert bound.parse_row("q4rot64@delay2")[1] == 2
-    for name, what in (("q5", "transport"), ("q4@late", "modifier"), ("q4@delay-1", ">= 0"), ("q4@delayx", "whole number")):
+    assert bound.parse_row("q4rot64@delay2")[1:] == (2, None)
+    assert bound.parse_row("q4@through")[1:] == (1, 1.0)
+    assert bound.parse_row("q4@through0")[1:] == (1, 0.0)
+    for name, what in (("q5", "transport"), ("q4@late", "modifier"), ("q4@delay-1", ">= 0"), ("q4@delayx", "whole number"), ("q4@throughx", "power")):
         with pytest.raises(ValueError, match=what):
             bound.parse_row(name)
+
+
+@pytest.mark.parametrize("profile", [1.0, 0.0])
+def test_through_carries_the_correction_in_the_next_message(profile):
+    bound = _bound()
+    model, _ = _gemma()
+    spec, _, _ = bound.parse_row("q4@through")
+    exact = _logits(model, echotk.ExactAllReduce(RANKS, dtype="bf16"))
+    plain = _logits(model, echotk.AllReduce(RANKS, spec))
+    reduce = bound.CorrectedTransport(RANKS, spec, bound.effective_weights(model), profile)
+    tensor_parallel(model, ranks=RANKS, allreduce=reduce)
+    handles = bound.install_through(model, reduce)
+    try:
+        with torch.no_grad():
+            through = model(input_ids=IDS, use_cache=False).logits.double()
+    finally:
+        for h in handles:
+            h.remove()
+        undo_tensor_parallel(model)
+    assert torch.isfinite(through).all()
+    assert reduce.site == 2 * COMMON["num_hidden_layers"]   # every site's call went through it
+    rel = lambda a, b: float((a - b).norm() / b.norm())  # noqa: E731
+    assert rel(through, plain) > 10 * CANCELLATION_TOLERANCE
+    assert rel(through, exact) > 10 * CANCELLATION_TOLERANCE

@@ -9,7 +9,7 @@ import echotk
 from echotk.capture import write_trace
 from echotk.nn import ATTENTION, MLP, Site
 from echotk.tensor_parallel import tensor_parallel_group
-from conftest import bits
+from conftest import bits, tiny_gemma3
 
 RANKS, TOKENS, HIDDEN, SITES = 4, 3, 64, 4
 STREAM = echotk.Spec(compensator_units="stream", residual="local")
@@ -96,13 +96,7 @@ IDS = torch.tensor([[5, 17, 3, 88, 42, 9, 61, 2, 33, 70, 11]])
 
 
 def test_tensor_parallel_supplies_gemma3s_post_norm_scales(tmp_path):
-    torch.manual_seed(0)
-    model = transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**COMMON, head_dim=16, sliding_window=8))
-    model = model.float().eval()
-    with torch.no_grad():
-        for layer in model.model.layers:
-            layer.post_attention_layernorm.weight.normal_(0.0, 0.5)
-            layer.post_feedforward_layernorm.weight.normal_(0.0, 0.5)
+    model = tiny_gemma3(COMMON)
     tp = echotk.tensor_parallel(model, RANKS, echotk.AllReduce(RANKS, STREAM))
     group = tensor_parallel_group(tp)
     layer = model.model.layers[0]

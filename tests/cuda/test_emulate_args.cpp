@@ -11,14 +11,25 @@
 
 using namespace echo;
 
+namespace {
+
+void* at(std::uintptr_t a) { return reinterpret_cast<void*>(a); }
+
+// Arguments that pass every check made without a device: distinct, aligned (fake) addresses.
+cuda::EmulateArguments fake_arguments(int ranks, std::size_t count) {
+  cuda::EmulateArguments a;
+  a.ranks = ranks;
+  a.count = count;
+  a.parts = at(0x10000000);
+  a.out = at(0x20000000);
+  a.workspace = at(0x30000000);
+  return a;
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(arguments_are_checked) {
-  auto at = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
-  cuda::EmulateArguments good;
-  good.ranks = 4;
-  good.count = 1000;
-  good.parts = at(0x10000000);
-  good.out = at(0x20000000);
-  good.workspace = at(0x30000000);
+  cuda::EmulateArguments good = fake_arguments(4, 1000);
   good.spec.compensator.mode = CompensatorMode::kOff;
   auto refused = [](const cuda::EmulateArguments& a, StatusCode code, const std::string& words) {
     const Status s = cuda::emulate_allreduce(a, nullptr);
@@ -101,13 +112,7 @@ BOOST_AUTO_TEST_CASE(arguments_are_checked) {
 // usable weight RMS) and, at a post-norm, its gains scratch; backward calls and sites without a
 // post-norm need none.
 BOOST_AUTO_TEST_CASE(stream_units_check_their_site_and_gains) {
-  auto at = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
-  cuda::EmulateArguments good;
-  good.ranks = 4;
-  good.count = 1280;
-  good.parts = at(0x10000000);
-  good.out = at(0x20000000);
-  good.workspace = at(0x30000000);
+  cuda::EmulateArguments good = fake_arguments(4, 1280);
   good.state = at(0x40000000);
   good.spec.compensator.mode = CompensatorMode::kDual;
   good.spec.compensator.units = CompensatorUnits::kStream;

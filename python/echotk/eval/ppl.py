@@ -65,6 +65,16 @@ def summarize(nll: Sequence[float], predictions: Sequence[int]) -> dict:
             "perplexity": math.exp(mean), "ci_low": math.exp(mean - half), "ci_high": math.exp(mean + half)}
 
 
+def windows_of(rows) -> dict:
+    """{start: (nll_sum, predictions)} of score_windows' rows, as read_csv gives a CSV's."""
+    return {r[1]: (r[4], r[3]) for r in rows}
+
+
+def summarize_run(run: dict) -> dict:
+    """summarize() of a {start: (nll_sum, predictions)} run, windows in start order."""
+    return summarize([run[k][0] for k in sorted(run)], [run[k][1] for k in sorted(run)])
+
+
 def paired(run: dict, base: dict) -> tuple:
     """Mean per-window difference of log-perplexity against the baseline and its 95% half-width
     (tools/paired_ppl.py)."""
@@ -226,8 +236,7 @@ def run(argv) -> int:
           f"({seconds_total / len(starts):.2f} s per window)")
     if args.baseline:
         base = read_csv(args.baseline)
-        run_rows = {r[1]: (r[4], r[3]) for r in rows}
-        d, half = paired(run_rows, base)
+        d, half = paired(windows_of(rows), base)
         print(f"paired       d log ppl vs {args.baseline}: {d:+.5f}  95% CI [{d - half:+.5f}, {d + half:+.5f}]"
               f"  (ppl ratio {math.exp(d):.4f})")
     sys.stdout.flush()

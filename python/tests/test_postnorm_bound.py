@@ -38,9 +38,11 @@ def _llama():
 
 
 @torch.no_grad()
-def _logits(model, allreduce, post_norms=False, bound=None, delay=None):
+def _logits(model, allreduce, install=None):
+    """The logits of IDS with the model made tensor-parallel over `allreduce`; install(model), when
+    given, registers hooks for the forward and returns their handles."""
     tensor_parallel(model, ranks=RANKS, allreduce=allreduce)
-    handles = bound.install_cancellation(model, allreduce, delay) if post_norms and delay is not None else []
+    handles = install(model) if install is not None else []
     try:
         return model(input_ids=IDS, use_cache=False).logits.double()
     finally:
@@ -49,23 +51,31 @@ def _logits(model, allreduce, post_norms=False, bound=None, delay=None):
         undo_tensor_parallel(model)
 
 
+def _rel(a, b) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def _references(model, spec):
+    """The exact all-reduce's logits and the uncompensated transport's."""
+    return _logits(model, echotk.ExactAllReduce(RANKS, dtype="bf16")), _logits(model, echotk.AllReduce(RANKS, spec))
+
+
 @pytest.mark.parametrize("make", [_gemma, _llama], ids=["post-norms", "pre-norms"])
 def test_delay_0_gives_the_exact_all_reduce_and_delay_1_neither(make):
     bound = _bound()
     model, post_norms = make()
     spec, _, _ = bound.parse_row("q4")
-    exact = _logits(model, echotk.ExactAllReduce(RANKS, dtype="bf16"))
-    plain = _logits(model, echotk.AllReduce(RANKS, spec))
+    exact, plain = _references(model, spec)
 
     def cancelled(delay):
         reduce = bound.ExactBeside(RANKS, spec, None if post_norms else delay)
-        return _logits(model, reduce, post_norms, bound, delay)
+        hooks = (lambda m: bound.install_cancellation(m, reduce, delay)) if post_norms else None
+        return _logits(model, reduce, hooks)
 
-    rel = lambda a, b: float((a - b).norm() / b.norm())  # noqa: E731
-    assert rel(cancelled(0), exact) < CANCELLATION_TOLERANCE
+    assert _rel(cancelled(0), exact) < CANCELLATION_TOLERANCE
     one = cancelled(1)
-    assert rel(one, exact) > 10 * CANCELLATION_TOLERANCE
-    assert rel(one, plain) > 10 * CANCELLATION_TOLERANCE
+    assert _rel(one, exact) > 10 * CANCELLATION_TOLERANCE
+    assert _rel(one, plain) > 10 * CANCELLATION_TOLERANCE
 
 
 def test_bad_rows_are_refused():
@@ -73,7 +83,9 @@ def test_bad_rows_are_refused():
     assert bound.parse_row("q4rot64@delay2")[1:] == (2, None)
     assert bound.parse_row("q4@through")[1:] == (1, 1.0)
     assert bound.parse_row("q4@through0")[1:] == (1, 0.0)
-    for name, what in (("q5", "transport"), ("q4@late", "modifier"), ("q4@delay-1", ">= 0"), ("q4@delayx", "whole number"), ("q4@throughx", "power")):
+    refused = (("q5", "transport"), ("q4@late", "modifier"), ("q4@delay-1", ">= 0"), ("q4@delayx", "whole number"),
+               ("q4@throughx", "power"))
+    for name, what in refused:
         with pytest.raises(ValueError, match=what):
             bound.parse_row(name)
 
@@ -83,20 +95,10 @@ def test_through_carries_the_correction_in_the_next_message(profile):
     bound = _bound()
     model, _ = _gemma()
     spec, _, _ = bound.parse_row("q4@through")
-    exact = _logits(model, echotk.ExactAllReduce(RANKS, dtype="bf16"))
-    plain = _logits(model, echotk.AllReduce(RANKS, spec))
+    exact, plain = _references(model, spec)
     reduce = bound.CorrectedTransport(RANKS, spec, bound.effective_weights(model), profile)
-    tensor_parallel(model, ranks=RANKS, allreduce=reduce)
-    handles = bound.install_through(model, reduce)
-    try:
-        with torch.no_grad():
-            through = model(input_ids=IDS, use_cache=False).logits.double()
-    finally:
-        for h in handles:
-            h.remove()
-        undo_tensor_parallel(model)
+    through = _logits(model, reduce, lambda m: bound.install_through(m, reduce))
     assert torch.isfinite(through).all()
     assert reduce.site == 2 * COMMON["num_hidden_layers"]   # every site's call went through it
-    rel = lambda a, b: float((a - b).norm() / b.norm())  # noqa: E731
-    assert rel(through, plain) > 10 * CANCELLATION_TOLERANCE
-    assert rel(through, exact) > 10 * CANCELLATION_TOLERANCE
+    assert _rel(through, plain) > 10 * CANCELLATION_TOLERANCE
+    assert _rel(through, exact) > 10 * CANCELLATION_TOLERANCE

@@ -33,6 +33,7 @@ from collections import deque
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from postnorm_compensators import post_norm_weights  # noqa: E402
 from postnorm_study import TRANSPORTS, report_line, run_arguments  # noqa: E402
 
 from echotk import AllReduce, ExactAllReduce, Spec  # noqa: E402
@@ -138,16 +139,6 @@ class CorrectedTransport(ExactBeside):
         return self._quantized((parts.float() + c / parts.shape[0]).to(parts.dtype))
 
 
-def effective_weights(model):
-    """Each post-norm's effective weight in site order: norm(ones) * sqrt(1 + eps)."""
-    out = []
-    for norm in post_norms(model):
-        eps = float(getattr(norm, "eps", getattr(norm, "variance_epsilon", 1e-6)))
-        with torch.no_grad():
-            out.append(norm(torch.ones(1, norm.weight.shape[0])).float()[0] * (1.0 + eps) ** 0.5)
-    return out
-
-
 def install_through(model, reduce: CorrectedTransport):
     """Hooks for `@through`: each post-norm's eps_k handed to the next call. Returns the handles."""
     norms = post_norms(model)
@@ -206,7 +197,7 @@ def main(argv=None) -> int:
         if through is not None and not has_post_norms:
             raise SystemExit(f"postnorm_bound: row {name}: @through needs a model with post-norms")
         if through is not None:
-            reduce = CorrectedTransport(args.ranks, spec, effective_weights(model), through)
+            reduce = CorrectedTransport(args.ranks, spec, post_norm_weights(model), through)
         else:
             reduce = ExactBeside(args.ranks, spec, None if has_post_norms else delay)
         tensor_parallel(model, ranks=args.ranks, allreduce=reduce)

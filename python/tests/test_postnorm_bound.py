@@ -96,7 +96,7 @@ def test_through_carries_the_correction_in_the_next_message(profile):
     model, _ = _gemma()
     spec, _, _ = bound.parse_row("q4@through")
     exact, plain = _references(model, spec)
-    reduce = bound.CorrectedTransport(RANKS, spec, bound.effective_weights(model), profile)
+    reduce = bound.CorrectedTransport(RANKS, spec, bound.post_norm_weights(model), profile)
     through = _logits(model, reduce, lambda m: bound.install_through(m, reduce))
     assert torch.isfinite(through).all()
     assert reduce.site == 2 * COMMON["num_hidden_layers"]   # every site's call went through it

@@ -84,6 +84,16 @@ std::optional<echo::SiteInfo> site_of(std::int64_t site_row, double site_weight_
   return site;
 }
 
+std::optional<echo::SiteInfo> required_site(const echo::AllReduceSpec& spec, std::int64_t site_row,
+                                            double site_weight_rms) {
+  std::optional<echo::SiteInfo> site = site_of(site_row, site_weight_rms);
+  if (echo::needs_site(spec) && !site) {
+    throw nb::value_error("compensator_units='stream' needs each forward call's site: call the all-reduce as "
+                          "ar(parts, direction, site=echotk.nn.Site(...)), as echotk.tensor_parallel does");
+  }
+  return site;
+}
+
 namespace {
 
 // One Echo all-reduce: parts [P, n] -> out [n]; m1, m2 [P, n] fp32 hold the compensator state
@@ -103,11 +113,7 @@ void allreduce(const SpecHandle& h, const std::string& direction, AnyArray parts
   if (compensate) check_float32(m1, "state m1", {P, static_cast<std::int64_t>(n)});
   if (dual) check_float32(m2, "state m2", {P, static_cast<std::int64_t>(n)});
   check_float64(report, "report", {kNumReportSlots});
-  const std::optional<echo::SiteInfo> site = site_of(site_row, site_weight_rms);
-  if (echo::needs_site(spec) && !site) {
-    throw nb::value_error("compensator_units='stream' needs each forward call's site: call the all-reduce as "
-                          "ar(parts, direction, site=echotk.nn.Site(...)), as echotk.tensor_parallel does");
-  }
+  const std::optional<echo::SiteInfo> site = required_site(spec, site_row, site_weight_rms);
 
   const std::size_t total = static_cast<std::size_t>(P) * n;
   echo::Status status;

@@ -45,6 +45,10 @@ echo::Direction parse_direction(const std::string& direction);
 // site without a post-norm; > 0, a post-norm of that many elements per row and weight RMS
 // site_weight_rms (post_norm_weight_rms of its weights).
 std::optional<echo::SiteInfo> site_of(std::int64_t site_row, double site_weight_rms);
+// site_of, checked against the spec: ValueError when it needs each forward call's site
+// (echo::needs_site) and none is given.
+std::optional<echo::SiteInfo> required_site(const echo::AllReduceSpec& spec, std::int64_t site_row,
+                                            double site_weight_rms);
 
 // The one-GPU emulation kernel's entry points (allreduce_cuda_binding.cpp; CUDA builds only).
 void register_allreduce_cuda(nanobind::module_& m);

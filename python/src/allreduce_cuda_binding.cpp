@@ -44,16 +44,10 @@ std::size_t state_bytes_for(const SpecHandle& h, std::size_t n) {
   return echo::cuda::emulate_state_bytes(h.spec, h.ranks, n);
 }
 
-// The call's site where its spec needs one (echo::needs_site: compensator units 'stream' on a
-// forward call), else a site without a post-norm; ValueError when it is needed and not given.
+// The call's site where its spec needs one (required_site), else a site without a post-norm.
 echo::SiteInfo call_site(const echo::AllReduceSpec& spec, std::int64_t site_row, double site_weight_rms) {
   if (!echo::needs_site(spec)) return echo::SiteInfo{};
-  const std::optional<echo::SiteInfo> site = site_of(site_row, site_weight_rms);
-  if (!site) {
-    throw nb::value_error("compensator units 'stream' need each forward call's site (site_row >= 0: 0 without a "
-                          "post-norm, else its row length)");
-  }
-  return *site;
+  return *required_site(spec, site_row, site_weight_rms);
 }
 
 // Bytes of the gains scratch of one call (echo::cuda::emulate_gains_bytes; 0 where none is needed).

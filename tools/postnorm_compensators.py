@@ -23,6 +23,10 @@ changes it may make:
     common to all sites cancels between the update and the apply). With `profile` p > 0 the gain
     of feature j is also times (|w_j| / gbar_k) ** p (|w_j| floored at `floor` times gbar_k): p = 1
     is the post-norm's diagonal per feature, p = 0 the scalar gain.
+    With `clip` C > 0 each rank's correction, in the site's units, is clamped per element to
+    +-C * rho_k,i(t), so that it cannot widen the message's range beyond a few of its own RMS; with
+    `keep` the clamped-off part is added to the rank's residual u (it returns through the averages),
+    otherwise it is dropped.
   - "jacobian": per feature and token, diag(w_k) / r_k(t) (the post-norm's Jacobian without its
     radial term), with the apply's r estimated as in "dynamic" and |w| floored at `floor` times
     its RMS for the inverse.
@@ -60,6 +64,8 @@ class Candidate:
     residual: str = "global"    # "global" (u = x' - y / P) or "local" (docs/numerics.md 6)
     prescale: float = 0.0       # > 0: each feature j travels times 2^round(prescale * log2(|w_j| / rms(w)))
     profile: float = 0.0        # self: gains times (max(|w_j|, floor * rms(w)) / rms(w)) ** profile per feature
+    clip: float = 0.0           # self: > 0, each rank's correction (site units) clamped per element to clip * rho
+    keep: bool = False          # clip: the part clamped off joins the rank's next residual (else it is dropped)
 
     def __post_init__(self):
         if self.states not in STATES:
@@ -188,12 +194,19 @@ class StudyAllReduce:
             if c.profile != 0.0:
                 self_gain = self_gain * self._profile(site).reshape(1, 1, -1)                    # [P, T, H]
         k = _constants(c)
+        clipped_off = None
         if state.m1 is not None:
             corr = k["eta"] * (k["a"] * state.m1 + k["oa"] * state.m2)   # fp32, in the state's units
             per_token = c.units in ("dynamic", "oracle", "jacobian", "partial")
             r = self._apply_rms(site, kind, x.sum(dim=0), x) if per_token else None
             if rho is not None:
-                corr = (corr.reshape(shape) / self_gain).reshape(P, n)
+                corr = corr.reshape(shape) / self_gain
+                if c.clip > 0.0:
+                    bound = (c.clip * rho).unsqueeze(2)
+                    kept = torch.minimum(torch.maximum(corr, -bound), bound)
+                    clipped_off = (corr - kept).reshape(P, n) if c.keep else None
+                    corr = kept
+                corr = corr.reshape(P, n)
             elif c.units == "self":
                 pass
             elif r is None and per_token and self.post_norms[site] is not None:
@@ -221,6 +234,8 @@ class StudyAllReduce:
                 u[i, lo:hi] += y32[lo:hi] - yf[lo:hi]
         else:
             u = xp - yf / float(P)
+        if clipped_off is not None:
+            u = u + clipped_off
         r_out = _rms_rows(yf, self.hidden)
         if rho is not None:
             u = (u.reshape(shape) * self_gain).reshape(P, n)

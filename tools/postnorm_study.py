@@ -56,8 +56,10 @@ def parse_row(name: str):
     transport, _, candidate = name.partition("-")
     if transport not in TRANSPORTS:
         raise ValueError(f"row {name!r}: transport {transport!r} is not one of {list(TRANSPORTS)}")
-    # CANDIDATE[@etaE][@local][@profP][@floorF][@b1_B][@b2_B]: eta E instead of 0.75, the local residual
-    # instead of the global one, the per-feature profile's power and floor, the averages' decays
+    # CANDIDATE[@etaE][@local][@profP][@floorF][@b1_B][@b2_B][@clipC|@clipkeepC]: eta E instead of 0.75, the
+    # local residual instead of the global one, the per-feature profile's power and floor, the averages'
+    # decays, the correction clamped to C times the rank's own per-token RMS (its clamped-off part dropped
+    # or kept in the residual)
     base, *mods = candidate.split("@")
     if base not in CANDIDATES:
         raise ValueError(f"row {name!r}: candidate {base!r} is not one of {list(CANDIDATES)}")
@@ -75,6 +77,10 @@ def parse_row(name: str):
             c = dataclasses.replace(c, beta1=float(mod[3:]))
         elif mod.startswith("b2_"):
             c = dataclasses.replace(c, beta2=float(mod[3:]))
+        elif mod.startswith("clipkeep"):
+            c = dataclasses.replace(c, clip=float(mod[8:]), keep=True)
+        elif mod.startswith("clip"):
+            c = dataclasses.replace(c, clip=float(mod[4:]))
         elif mod.startswith("pre"):
             c = dataclasses.replace(c, prescale=float(mod[3:]))
         else:

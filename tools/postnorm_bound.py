@@ -192,7 +192,8 @@ def main(argv=None) -> int:
     bos = bos_id(args.gguf)
     model = load_model(args.gguf)
     has_post_norms = type(model).__name__.startswith(("Gemma2", "Gemma3"))
-    print(f"# {args.text}: {args.windows} x {args.length}; load {time.perf_counter() - begin:.0f} s", flush=True)
+    print(f"# {args.text}: {args.windows} x {args.length}; {torch.get_num_threads()} torch threads; "
+          f"load {time.perf_counter() - begin:.0f} s", flush=True)
     for name, spec, delay, through in rows:
         if through is not None and not has_post_norms:
             raise SystemExit(f"postnorm_bound: row {name}: @through needs a model with post-norms")

@@ -42,6 +42,7 @@ compensator bit for bit.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Dict, List, Optional, Sequence
 
 import torch
@@ -72,6 +73,12 @@ class Candidate:
             raise ValueError(f"states must be one of {STATES}, got {self.states!r}")
         if self.units not in UNITS:
             raise ValueError(f"units must be one of {UNITS}, got {self.units!r}")
+        if self.clip < 0.0 or not math.isfinite(self.clip):
+            raise ValueError(f"clip must be a finite number >= 0, got {self.clip!r}")
+        if self.clip > 0.0 and self.units != "self":
+            raise ValueError(f"clip is read by units 'self' only, got units {self.units!r}")
+        if self.keep and self.clip == 0.0:
+            raise ValueError("keep needs a clip > 0 (it keeps the clamped-off part)")
 
 
 def _rms_rows(v: torch.Tensor, hidden: int) -> torch.Tensor:

@@ -25,7 +25,7 @@ from postnorm_compensators import Candidate, StudyAllReduce, calibrate_gains, po
 from echotk import ExactAllReduce, Spec  # noqa: E402
 from echotk.models import bos_id, load_model, load_tokenizer  # noqa: E402
 from echotk.eval.ppl import (  # noqa: E402
-    paired, plan_windows, read_csv, read_text, score_windows,
+    THREADS_HELP, paired, plan_windows, read_csv, read_text, score_windows,
     summarize_run, windows_of, write_csv,
 )
 from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel  # noqa: E402
@@ -130,7 +130,8 @@ def run_arguments(description: str, out_help: str) -> argparse.ArgumentParser:
     p.add_argument("--length", type=int, default=512)
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--out", required=True, help=out_help)
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0,
+                   help=THREADS_HELP)
     return p
 
 
@@ -161,7 +162,7 @@ def main(argv=None) -> int:
     norms = post_norm_weights(model)
     print(f"# {args.text}: {len(ids)} tokens, {args.windows} x {args.length}; "
           f"{sum(w is not None for w in norms)} of {len(norms)} sites with a post-norm; "
-          f"load {time.perf_counter() - begin:.0f} s", flush=True)
+          f"{torch.get_num_threads()} torch threads; load {time.perf_counter() - begin:.0f} s", flush=True)
 
     if args.equalize_gains:
         equalize_gains(model, cal_window(args, tokenizer, ids, bos), args.ranks)

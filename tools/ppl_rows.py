@@ -24,7 +24,7 @@ import torch
 from echotk import AllReduce, ExactAllReduce, Spec
 from echotk.models import bos_id, load_model, load_tokenizer
 from echotk.eval.ppl import (
-    paired, plan_windows, read_csv, read_text, score_windows,
+    THREADS_HELP, paired, plan_windows, read_csv, read_text, score_windows,
     summarize_run, windows_of, write_csv,
 )
 from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel
@@ -117,7 +117,8 @@ def main(argv=None) -> int:
                    help="the rows run when --rows is not given: ROWS (main), OUTLIER_ROWS (outliers) or "
                         "POSTNORM_ROWS (postnorm)")
     p.add_argument("--rows", nargs="+", choices=list(ALL_ROWS))
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0,
+                   help=THREADS_HELP)
     p.add_argument("--reuse", action="store_true", help="keep rows whose CSV exists")
     args = p.parse_args(argv)
     if args.rows is None:
@@ -132,7 +133,7 @@ def main(argv=None) -> int:
     bos = bos_id(args.gguf)
     model = load_model(args.gguf)
     print(f"# {args.text}: {len(ids)} tokens, {args.windows} x {args.length}, bos {bos}; "
-          f"tokenizer + model {time.perf_counter() - begin:.0f} s", flush=True)
+          f"{torch.get_num_threads()} torch threads; tokenizer + model {time.perf_counter() - begin:.0f} s", flush=True)
 
     base = None
     print("| row | options | perplexity | 95% CI (windows) | d log ppl vs first row | 95% CI (paired) | "

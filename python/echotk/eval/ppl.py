@@ -20,6 +20,11 @@ from .._cli import EXIT_BAD_INPUT, add_spec_options, spec_from_args
 from .._util import BadInput, write_atomic
 from ..models import bos_id, default_model_path, load_model, load_tokenizer
 
+# torch's CPU reductions split by thread count, so a row's last bits (and through a 4-bit transport,
+# its per-window numbers) depend on it.
+THREADS_HELP = ("torch CPU threads (0: torch's default, the machine's core count); the order of the CPU "
+                "reductions, so the last bits of each row, changes with it: make the rows of one table at "
+                "one setting")
 
 
 def student_t_975(df: int) -> float:
@@ -185,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="bf16", choices=["fp32", "bf16", "fp16"],
                    help="type of the contributions and of the all-reduce")
     p.add_argument("--device", default="cpu", help="cpu | cuda (the model and the all-reduce)")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--threads", type=int, default=0, help=THREADS_HELP)
     p.add_argument("--csv", help="write per-window results (start, nll, seconds) to this CSV file")
     p.add_argument("--baseline", help="a CSV of another run over the same windows: print the paired "
                                       "difference in log-perplexity and its 95%% interval")

@@ -1,0 +1,70 @@
+"""tools/postnorm_study.py's row names and the clipped correction of tools/postnorm_compensators.py
+on a small random Gemma 3: bad rows are refused naming what is wrong; a clip changes the logits and
+keeps them finite."""
+import importlib.util
+import sys
+
+import pytest
+import torch
+
+from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel
+from conftest import REPO, tiny_gemma3
+
+pytest.importorskip("transformers")
+RANKS = 4
+COMMON = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+IDS = torch.tensor([[5, 17, 3, 88, 42, 9, 61, 2, 33, 70, 11]])
+
+
+def _study():
+    sys.path.insert(0, str(REPO / "tools"))  # the study imports postnorm_compensators beside it
+    spec = importlib.util.spec_from_file_location("postnorm_study", REPO / "tools" / "postnorm_study.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("row, words", [
+    ("q4-kind@clip1", "units 'self' only"),
+    ("q4-self@local@clip-1", "finite number >= 0"),
+    ("q4-self@local@clipkeep0", "keep needs a clip > 0"),
+    ("q4-self@local@clipnan", "finite number >= 0"),
+    ("q4-self@wobble", "unknown modifier @wobble"),
+    ("q5-self", "transport 'q5'"),
+])
+def test_bad_rows_are_refused_naming_what_is_wrong(row, words):
+    with pytest.raises(ValueError, match=words):
+        _study().parse_row(row)
+
+
+def test_clip_rows_parse_into_the_candidates_fields():
+    study = _study()
+    _, plain = study.parse_row("q4-self@local@clip2")
+    _, kept = study.parse_row("q4-self@local@clipkeep0.5")
+    assert (plain.units, plain.residual, plain.clip, plain.keep) == ("self", "local", 2.0, False)
+    assert (kept.clip, kept.keep) == (0.5, True)
+
+
+@torch.no_grad()
+def _logits(study, row):
+    model = tiny_gemma3(COMMON)
+    spec, candidate = study.parse_row(row)
+    reduce = study.StudyAllReduce(RANKS, spec, candidate, COMMON["hidden_size"], study.post_norm_weights(model))
+    tensor_parallel(model, ranks=RANKS, allreduce=reduce)
+    try:
+        return model(IDS).logits
+    finally:
+        undo_tensor_parallel(model)
+
+
+def test_a_tight_clip_changes_the_correction_and_keeps_the_logits_finite():
+    # 0.01 of the partial sum's per-token RMS: below a 4-bit error's typical size, so the clamp binds
+    study = _study()
+    free = _logits(study, "q4-self@local")
+    clipped = _logits(study, "q4-self@local@clip0.01")
+    kept = _logits(study, "q4-self@local@clipkeep0.01")
+    for logits in (free, clipped, kept):
+        assert torch.isfinite(logits).all()
+    assert not torch.equal(free, clipped)
+    assert not torch.equal(clipped, kept)

@@ -15,12 +15,15 @@ all-reduce itself returns its output minus the error of the call before.
     python tools/postnorm_bound.py --gguf $(scripts/setup_gemma3.sh) --text data/smollm2/moby-dick.txt.gz \
         --windows 16 --length 512 --out OUT --baseline OUT-p4-16bit.csv --rows q4 q4rot64
 
-Rows: TRANSPORT[@delayD | @through] with TRANSPORT one of q4, q8, q4rot, q4rot64
+Rows: TRANSPORT[@delayD | @through[P] | @beside[P]] with TRANSPORT one of q4, q8, q4rot, q4rot64
 (tools/postnorm_study.py); @delayD the sites between an error and its cancellation (1, the
 default; 0 cancels each site's own error, the 16-bit row up to the norm's rounding, a check of the
 hooks); @through[P] the cancellation one site late carried in the next site's message, through
 the norm's first-order inverse with its per-feature profile to the power P (1 when not given;
-CorrectedTransport; post-norm models only).
+CorrectedTransport; post-norm models only); @beside[P] the same correction added to the next
+site's delivered sum exactly instead of inside its quantized message (a diagnostic, not a
+compensator: it would need a second, 16-bit message), which separates the correction's
+quantization from the norm's nonlinearity.
 """
 from __future__ import annotations
 
@@ -108,14 +111,17 @@ class CorrectedTransport(ExactBeside):
     their RMS: the norm's inverse to first order, without its radial term (`profile` p < 1: w_j's
     ratio to the weights' RMS taken to the power p, p = 0 the weights' RMS, as stream units
     convert). The exact error at gain 1: what is lost against the delayed exact cancellation is
-    the correction's own quantization, the norm's nonlinearity and, for p < 1, its profile."""
+    the correction's own quantization, the norm's nonlinearity and, for p < 1, its profile. With
+    `beside` the correction is added to the delivered sum in fp32 (rounded to bf16 with it) instead
+    of to the partial sums: it escapes the quantization, so what is still lost is the norm's."""
 
     FLOOR = 0.1
 
-    def __init__(self, ranks: int, spec: Spec, weights, profile: float = 1.0):
+    def __init__(self, ranks: int, spec: Spec, weights, profile: float = 1.0, beside: bool = False):
         super().__init__(ranks, spec)
         self.weights = weights
         self.profile = profile
+        self.beside = beside
         self.site = 0
         self.error = None   # eps of the previous site, in stream units [tokens, hidden]
 
@@ -136,6 +142,9 @@ class CorrectedTransport(ExactBeside):
         floored = torch.copysign(rms * ratio, w) if self.profile != 0 else rms * ratio
         r = self.last_exact.float().reshape(-1, hidden).pow(2).mean(dim=1, keepdim=True).sqrt()
         c = (-self.error.reshape(-1, hidden) * r / floored).reshape(-1)
+        if self.beside:
+            y = self._quantized(parts)
+            return (y.float() + c).to(y.dtype)
         return self._quantized((parts.float() + c / parts.shape[0]).to(parts.dtype))
 
 
@@ -155,17 +164,19 @@ def install_through(model, reduce: CorrectedTransport):
 
 
 def parse_row(name: str):
-    """(spec, delay, through) of a row TRANSPORT[@delayD | @through[P]]: through None, or the
-    profile's power P of CorrectedTransport (1 when not given)."""
+    """(spec, delay, through, beside) of a row TRANSPORT[@delayD | @through[P] | @beside[P]]: through
+    None, or the profile's power P of CorrectedTransport (1 when not given); beside True for
+    @beside."""
     transport, _, mod = name.partition("@")
     if transport not in TRANSPORTS:
         raise ValueError(f"row {name!r}: transport {transport!r} is not one of {list(TRANSPORTS)}")
-    if mod.startswith("through"):
-        try:
-            profile = float(mod[7:]) if mod[7:] else 1.0
-        except ValueError:
-            raise ValueError(f"row {name!r}: @throughP takes the profile's power P") from None
-        return Spec(compensator="off", **TRANSPORTS[transport]), 1, profile
+    for word in ("through", "beside"):
+        if mod.startswith(word):
+            try:
+                profile = float(mod[len(word):]) if mod[len(word):] else 1.0
+            except ValueError:
+                raise ValueError(f"row {name!r}: @{word}P takes the profile's power P") from None
+            return Spec(compensator="off", **TRANSPORTS[transport]), 1, profile, word == "beside"
     if mod and not mod.startswith("delay"):
         raise ValueError(f"row {name!r}: unknown modifier @{mod}")
     try:
@@ -174,7 +185,7 @@ def parse_row(name: str):
         raise ValueError(f"row {name!r}: @delay takes a whole number of sites") from None
     if delay < 0:
         raise ValueError(f"row {name!r}: the delay must be >= 0")
-    return Spec(compensator="off", **TRANSPORTS[transport]), delay, None
+    return Spec(compensator="off", **TRANSPORTS[transport]), delay, None, False
 
 
 def main(argv=None) -> int:
@@ -194,11 +205,11 @@ def main(argv=None) -> int:
     has_post_norms = type(model).__name__.startswith(("Gemma2", "Gemma3"))
     print(f"# {args.text}: {args.windows} x {args.length}; {torch.get_num_threads()} torch threads; "
           f"load {time.perf_counter() - begin:.0f} s", flush=True)
-    for name, spec, delay, through in rows:
+    for name, spec, delay, through, beside in rows:
         if through is not None and not has_post_norms:
-            raise SystemExit(f"postnorm_bound: row {name}: @through needs a model with post-norms")
+            raise SystemExit(f"postnorm_bound: row {name}: @through and @beside need a model with post-norms")
         if through is not None:
-            reduce = CorrectedTransport(args.ranks, spec, post_norm_weights(model), through)
+            reduce = CorrectedTransport(args.ranks, spec, post_norm_weights(model), through, beside)
         else:
             reduce = ExactBeside(args.ranks, spec, None if has_post_norms else delay)
         tensor_parallel(model, ranks=args.ranks, allreduce=reduce)

@@ -64,7 +64,7 @@ def _references(model, spec):
 def test_delay_0_gives_the_exact_all_reduce_and_delay_1_neither(make):
     bound = _bound()
     model, post_norms = make()
-    spec, _, _ = bound.parse_row("q4")
+    spec = bound.parse_row("q4")[0]
     exact, plain = _references(model, spec)
 
     def cancelled(delay):
@@ -80,25 +80,33 @@ def test_delay_0_gives_the_exact_all_reduce_and_delay_1_neither(make):
 
 def test_bad_rows_are_refused():
     bound = _bound()
-    assert bound.parse_row("q4rot64@delay2")[1:] == (2, None)
-    assert bound.parse_row("q4@through")[1:] == (1, 1.0)
-    assert bound.parse_row("q4@through0")[1:] == (1, 0.0)
+    assert bound.parse_row("q4rot64@delay2")[1:] == (2, None, False)
+    assert bound.parse_row("q4@through")[1:] == (1, 1.0, False)
+    assert bound.parse_row("q4@through0")[1:] == (1, 0.0, False)
+    assert bound.parse_row("q4@beside0.5")[1:] == (1, 0.5, True)
     refused = (("q5", "transport"), ("q4@late", "modifier"), ("q4@delay-1", ">= 0"), ("q4@delayx", "whole number"),
-               ("q4@throughx", "power"))
+               ("q4@throughx", "power"), ("q4@besidey", "power"))
     for name, what in refused:
         with pytest.raises(ValueError, match=what):
             bound.parse_row(name)
 
 
-@pytest.mark.parametrize("profile", [1.0, 0.0])
-def test_through_carries_the_correction_in_the_next_message(profile):
+@pytest.mark.parametrize("profile, beside", [(1.0, False), (0.0, False), (1.0, True)])
+def test_through_carries_the_correction_in_the_next_message(profile, beside):
     bound = _bound()
     model, _ = _gemma()
-    spec, _, _ = bound.parse_row("q4@through")
+    spec = bound.parse_row("q4@through")[0]
     exact, plain = _references(model, spec)
-    reduce = bound.CorrectedTransport(RANKS, spec, bound.post_norm_weights(model), profile)
-    through = _logits(model, reduce, lambda m: bound.install_through(m, reduce))
+
+    def carried(beside):
+        reduce = bound.CorrectedTransport(RANKS, spec, bound.post_norm_weights(model), profile, beside)
+        logits = _logits(model, reduce, lambda m: bound.install_through(m, reduce))
+        assert reduce.site == 2 * COMMON["num_hidden_layers"]   # every site's call went through it
+        return logits
+
+    through = carried(beside)
     assert torch.isfinite(through).all()
-    assert reduce.site == 2 * COMMON["num_hidden_layers"]   # every site's call went through it
     assert _rel(through, plain) > 10 * CANCELLATION_TOLERANCE
     assert _rel(through, exact) > 10 * CANCELLATION_TOLERANCE
+    if beside:   # the correction outside the message: not the in-message row
+        assert _rel(through, carried(False)) > 10 * CANCELLATION_TOLERANCE

@@ -22,14 +22,17 @@ changes it may make:
     over the token's row, at the apply and the update alike (no calibration: a constant factor
     common to all sites cancels between the update and the apply). With `profile` p > 0 the gain
     of feature j is also times (|w_j| / gbar_k) ** p (|w_j| floored at `floor` times gbar_k): p = 1
-    is the post-norm's diagonal per feature, p = 0 the scalar gain.
-    With `clip` C > 0 each rank's correction, in the site's units, is clamped per element to
-    +-C * rho_k,i(t), so that it cannot widen the message's range beyond a few of its own RMS; with
-    `keep` the clamped-off part is added to the rank's residual u (it returns through the averages),
-    otherwise it is dropped.
+    is the post-norm's diagonal per feature, p = 0 the scalar gain ("dynamic", "oracle" and
+    "partial" take the profile too).
   - "jacobian": per feature and token, diag(w_k) / r_k(t) (the post-norm's Jacobian without its
     radial term), with the apply's r estimated as in "dynamic" and |w| floored at `floor` times
     its RMS for the inverse.
+
+With `clip` C > 0 (any units, sites with a post-norm) each rank's correction, in the site's
+units, is clamped per element to +-C * rho_k,i(t), rho the RMS of the rank's own partial sum over
+the token's row, so that it cannot widen the message's range beyond a few of its own RMS; with
+`keep` the clamped-off part is added to the rank's residual u (it returns through the averages),
+otherwise it is dropped.
 
 Calls of a site pass the site's post-norm weights w_k (None for a pre-norm model: every gain is
 1 and every candidate with shared states is the paper's compensator).
@@ -51,6 +54,7 @@ from echotk import AllReduce, Spec
 
 UNITS = ("site", "static", "dynamic", "oracle", "jacobian", "partial", "self")
 STATES = ("shared", "per-kind")
+PROFILE_UNITS = ("self", "dynamic", "oracle", "partial")   # the per-token gains a per-feature profile multiplies
 
 
 @dataclasses.dataclass
@@ -64,8 +68,8 @@ class Candidate:
     floor: float = 0.1          # jacobian: |w| floored at floor * rms(w) for the inverse
     residual: str = "global"    # "global" (u = x' - y / P) or "local" (docs/numerics.md 6)
     prescale: float = 0.0       # > 0: each feature j travels times 2^round(prescale * log2(|w_j| / rms(w)))
-    profile: float = 0.0        # self: gains times (max(|w_j|, floor * rms(w)) / rms(w)) ** profile per feature
-    clip: float = 0.0           # self: > 0, each rank's correction (site units) clamped per element to clip * rho
+    profile: float = 0.0        # PROFILE_UNITS: gains times (max(|w_j|, floor * rms(w)) / rms(w)) ** profile per feature
+    clip: float = 0.0           # > 0: each rank's correction (site units) clamped per element to clip * rho
     keep: bool = False          # clip: the part clamped off joins the rank's next residual (else it is dropped)
 
     def __post_init__(self):
@@ -75,10 +79,15 @@ class Candidate:
             raise ValueError(f"units must be one of {UNITS}, got {self.units!r}")
         if self.clip < 0.0 or not math.isfinite(self.clip):
             raise ValueError(f"clip must be a finite number >= 0, got {self.clip!r}")
-        if self.clip > 0.0 and self.units != "self":
-            raise ValueError(f"clip is read by units 'self' only, got units {self.units!r}")
+        if self.profile != 0.0 and self.units not in PROFILE_UNITS:
+            raise ValueError(f"profile is read by units {PROFILE_UNITS} only, got units {self.units!r}")
         if self.keep and self.clip == 0.0:
             raise ValueError("keep needs a clip > 0 (it keeps the clamped-off part)")
+
+
+def _own_rms(x: torch.Tensor, shape) -> torch.Tensor:
+    """Each rank's per-token RMS of its partial sums [P, n] viewed as `shape` [P, T, hidden]: [P, T]."""
+    return x.reshape(shape).double().pow(2).mean(dim=2).sqrt().float().clamp_min(1e-30)
 
 
 def _rms_rows(v: torch.Tensor, hidden: int) -> torch.Tensor:
@@ -150,9 +159,13 @@ class StudyAllReduce:
             return 1.0 / g if inverse else g
         if units == "partial" and inverse:
             g = (self._gbar(site) / r).reshape(r.shape[0], -1, 1)   # r: [P, T] -> [P, T, 1]
+            if self.candidate.profile != 0.0:
+                g = g * self._profile(site).reshape(1, 1, -1)       # [P, T, H]
             return 1.0 / g
         if units in ("dynamic", "oracle", "partial"):
             g = (self._gbar(site) / r).reshape(-1, 1)           # [T, 1]
+            if self.candidate.profile != 0.0:
+                g = g * self._profile(site).reshape(1, -1)      # [T, H]
             return 1.0 / g if inverse else g
         # jacobian
         floor = self.candidate.floor * self._gbar(site)
@@ -196,7 +209,7 @@ class StudyAllReduce:
         shape = (P, n // self.hidden, self.hidden)
         rho = None
         if c.units == "self" and self.post_norms[site] is not None:
-            rho = x.reshape(shape).double().pow(2).mean(dim=2).sqrt().float().clamp_min(1e-30)   # [P, T]
+            rho = _own_rms(x, shape)                                                             # [P, T]
             self_gain = (self._gbar(site) / rho).unsqueeze(2)                                    # [P, T, 1]
             if c.profile != 0.0:
                 self_gain = self_gain * self._profile(site).reshape(1, 1, -1)                    # [P, T, H]
@@ -207,19 +220,19 @@ class StudyAllReduce:
             per_token = c.units in ("dynamic", "oracle", "jacobian", "partial")
             r = self._apply_rms(site, kind, x.sum(dim=0), x) if per_token else None
             if rho is not None:
-                corr = corr.reshape(shape) / self_gain
-                if c.clip > 0.0:
-                    bound = (c.clip * rho).unsqueeze(2)
-                    kept = torch.minimum(torch.maximum(corr, -bound), bound)
-                    clipped_off = (corr - kept).reshape(P, n) if c.keep else None
-                    corr = kept
-                corr = corr.reshape(P, n)
+                corr = (corr.reshape(shape) / self_gain).reshape(P, n)
             elif c.units == "self":
                 pass
             elif r is None and per_token and self.post_norms[site] is not None:
                 corr = torch.zeros_like(corr)   # no estimate yet: no correction
             else:
                 corr = (corr.reshape(shape) * self._gain(site, r, inverse=True)).reshape(P, n)
+            if c.clip > 0.0 and self.post_norms[site] is not None:
+                bound = (c.clip * (rho if rho is not None else _own_rms(x, shape))).unsqueeze(2)
+                full = corr.reshape(shape)
+                kept = torch.minimum(torch.maximum(full, -bound), bound)
+                clipped_off = (full - kept).reshape(P, n) if c.keep else None
+                corr = kept.reshape(P, n)
             xp = x + corr
         else:
             xp = x

@@ -1,6 +1,6 @@
 """tools/postnorm_study.py's row names and the clipped correction of tools/postnorm_compensators.py
 on a small random Gemma 3: bad rows are refused naming what is wrong; a clip changes the logits and
-keeps them finite."""
+keeps them finite, in the rank's own units and in the calibrated ones."""
 import importlib.util
 import sys
 
@@ -26,7 +26,7 @@ def _study():
 
 
 @pytest.mark.parametrize("row, words", [
-    ("q4-kind@clip1", "units 'self' only"),
+    ("q4-static@prof0.5", "profile is read by units"),
     ("q4-self@local@clip-1", "finite number >= 0"),
     ("q4-self@local@clipkeep0", "keep needs a clip > 0"),
     ("q4-self@local@clipnan", "finite number >= 0"),
@@ -50,7 +50,11 @@ def test_clip_rows_parse_into_the_candidates_fields():
 def _logits(study, row):
     model = tiny_gemma3(COMMON)
     spec, candidate = study.parse_row(row)
-    reduce = study.StudyAllReduce(RANKS, spec, candidate, COMMON["hidden_size"], study.post_norm_weights(model))
+    gains = kappas = None
+    if candidate.units == "partial":
+        gains, kappas = study.calibrate_gains(model, IDS[0], RANKS)
+    reduce = study.StudyAllReduce(RANKS, spec, candidate, COMMON["hidden_size"], study.post_norm_weights(model),
+                                  gains, kappas)
     tensor_parallel(model, ranks=RANKS, allreduce=reduce)
     try:
         return model(IDS).logits
@@ -58,12 +62,13 @@ def _logits(study, row):
         undo_tensor_parallel(model)
 
 
-def test_a_tight_clip_changes_the_correction_and_keeps_the_logits_finite():
+@pytest.mark.parametrize("units", ["self", "partial"])
+def test_a_tight_clip_changes_the_correction_and_keeps_the_logits_finite(units):
     # 0.01 of the partial sum's per-token RMS: below a 4-bit error's typical size, so the clamp binds
     study = _study()
-    free = _logits(study, "q4-self@local")
-    clipped = _logits(study, "q4-self@local@clip0.01")
-    kept = _logits(study, "q4-self@local@clipkeep0.01")
+    free = _logits(study, f"q4-{units}@local@prof0.5")
+    clipped = _logits(study, f"q4-{units}@local@prof0.5@clip0.01")
+    kept = _logits(study, f"q4-{units}@local@prof0.5@clipkeep0.01")
     for logits in (free, clipped, kept):
         assert torch.isfinite(logits).all()
     assert not torch.equal(free, clipped)

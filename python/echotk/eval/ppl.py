@@ -20,11 +20,8 @@ from .._cli import EXIT_BAD_INPUT, add_spec_options, spec_from_args
 from .._util import BadInput, write_atomic
 from ..models import bos_id, default_model_path, load_model, load_tokenizer
 
-# torch's CPU reductions split by thread count, so a row's last bits (and through a 4-bit transport,
-# its per-window numbers) depend on it.
-THREADS_HELP = ("torch CPU threads (0: torch's default, the machine's core count); the order of the CPU "
-                "reductions, so the last bits of each row, changes with it: make the rows of one table at "
-                "one setting")
+# --threads of echotk ppl and of the row tools (tools/ppl_rows.py, tools/postnorm_study.py).
+THREADS_HELP = "torch CPU threads (0: torch's default, the machine's core count)"
 
 
 def student_t_975(df: int) -> float:

@@ -1,4 +1,6 @@
-"""Shared test helpers: paths of the repository, the built echotk binary, bit views, contributions."""
+"""Shared test helpers: paths of the repository, the built echotk binary, tools/ scripts as modules, bit
+views, contributions."""
+import importlib.util
 import os
 import subprocess
 from pathlib import Path
@@ -10,6 +12,14 @@ import torch
 from echotk._util import TORCH_DTYPES
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def load_tool(name: str):
+    """tools/NAME.py as a module (the tools are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def echotk_binary():

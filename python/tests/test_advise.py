@@ -3,7 +3,6 @@ synthetic results, the modelled time against docs/performance.md, the per-site a
 hazards, spec.json through Python and the CLI, bad input, and short runs on a tiny random Qwen3."""
 import dataclasses
 import gzip
-import importlib.util
 import json
 import math
 import os
@@ -20,18 +19,11 @@ from echotk.advise.candidates import BASELINE, CANDIDATES
 from echotk.advise.evaluate import WINDOWS_PER_BATCH, run_windows
 from echotk.advise.measure import SiteMeasures, count_wide_groups, find_post_norms
 from echotk.advise.ranking import OUT, UNDECIDED, WITHIN, Candidate
-from conftest import REPO
+from conftest import REPO, load_tool
 
 transformers = pytest.importorskip("transformers")
 
 LIMIT = ranking.budget_limit(1.0)
-
-
-def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # --- the paired comparison, the early stop and the ranking, on synthetic results ---------------
@@ -214,7 +206,7 @@ def test_groups_past_the_fp16_scale_limit_are_counted():
 def test_the_tools_compute_through_the_library():
     trace = REPO / "data" / "smollm2" / "trace-p4-moby-2x16.h5"
     pytest.importorskip("h5py")
-    ratios = _tool("rank_sites").site_ratios(str(trace))
+    ratios = load_tool("rank_sites").site_ratios(str(trace))
     assert sorted(np.argsort(ratios)[-5:].tolist()) == [3, 5, 19, 23, 57]  # docs/outliers.md's outlier sites
 
 
@@ -273,7 +265,7 @@ def test_stream_candidates_run_only_where_a_site_has_a_post_norm():
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny-qwen3")
-    return str(_tool("random_model").write_random_model(str(folder), "tiny"))
+    return str(load_tool("random_model").write_random_model(str(folder), "tiny"))
 
 
 @pytest.fixture(scope="module")

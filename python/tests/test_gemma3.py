@@ -2,7 +2,6 @@
 llama.cpp's sentencepiece algorithm, BOS windows, tensor parallelism at P = 4 and 8 (4 heads),
 and a captured trace that `echotk replay` reads. The model cases are skipped when the file is
 absent (scripts/setup_gemma3.sh); the setup script's refusal and the BOS windows need nothing."""
-import importlib.util
 import os
 import subprocess
 
@@ -12,7 +11,7 @@ import torch
 import echotk
 from echotk.eval.ppl import window_ids
 from echotk.tensor_parallel import undo_tensor_parallel
-from conftest import REPO
+from conftest import REPO, load_tool
 
 GEMMA = os.environ.get("ECHO_GEMMA3_GGUF") or os.path.join(
     os.environ.get("ECHO_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "echo"),
@@ -37,13 +36,6 @@ def test_windows_start_with_bos_when_the_model_wants_it():
     assert window_ids(ids, 3, 4, 2).tolist() == [2, 13, 14, 15]
 
 
-def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def model():
     pytest.importorskip("gguf")
@@ -56,7 +48,7 @@ def test_tokenizer_matches_llama_cpp_sentencepiece_and_round_trips():
     pytest.importorskip("gguf")
     from echotk.models import bos_id, load_tokenizer
     tokenizer = load_tokenizer(GEMMA)
-    reference = _tool("gemma3_tokenizer_check").SentencePieceReference(GEMMA)
+    reference = load_tool("gemma3_tokenizer_check").SentencePieceReference(GEMMA)
     cases = ["Call me Ishmael.  Some years ago--never mind how long precisely",
              " 12345 tokens\n\n\nx\ty", "naïve café 😀 <b>bold</b>", "", "   ", "\n"]
     # Known difference (docs/results-gemma3.md): a literal U+2581 next to a space merges with it in

@@ -2,14 +2,13 @@
 models: with delay 0 each site's own error leaves the stream at once, so the logits are the exact
 all-reduce's; with delay 1 they are neither the exact nor the uncompensated ones; bad rows are
 refused."""
-import importlib.util
 
 import pytest
 import torch
 
 import echotk
 from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel
-from conftest import REPO, tiny_gemma3
+from conftest import load_tool, tiny_gemma3
 
 transformers = pytest.importorskip("transformers")
 RANKS = 4
@@ -19,13 +18,6 @@ IDS = torch.tensor([[5, 17, 3, 88, 42, 9, 61, 2, 33, 70, 11]])
 # Delay 0 subtracts norm(y_q) - norm(y_exact) from norm(y_q) in fp32: the exact output up to the
 # rounding of that subtraction and addition (a few fp32 ulps per element, through the layers).
 CANCELLATION_TOLERANCE = 1e-5
-
-
-def _bound():
-    spec = importlib.util.spec_from_file_location("postnorm_bound", REPO / "tools" / "postnorm_bound.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _gemma():
@@ -62,7 +54,7 @@ def _references(model, spec):
 
 @pytest.mark.parametrize("make", [_gemma, _llama], ids=["post-norms", "pre-norms"])
 def test_delay_0_gives_the_exact_all_reduce_and_delay_1_neither(make):
-    bound = _bound()
+    bound = load_tool("postnorm_bound")
     model, post_norms = make()
     spec = bound.parse_row("q4")[0]
     exact, plain = _references(model, spec)
@@ -79,7 +71,7 @@ def test_delay_0_gives_the_exact_all_reduce_and_delay_1_neither(make):
 
 
 def test_bad_rows_are_refused():
-    bound = _bound()
+    bound = load_tool("postnorm_bound")
     assert bound.parse_row("q4rot64@delay2")[1:] == (2, None, False)
     assert bound.parse_row("q4@through")[1:] == (1, 1.0, False)
     assert bound.parse_row("q4@through0")[1:] == (1, 0.0, False)
@@ -93,7 +85,7 @@ def test_bad_rows_are_refused():
 
 @pytest.mark.parametrize("profile, beside", [(1.0, False), (0.0, False), (1.0, True)])
 def test_through_carries_the_correction_in_the_next_message(profile, beside):
-    bound = _bound()
+    bound = load_tool("postnorm_bound")
     model, _ = _gemma()
     spec = bound.parse_row("q4@through")[0]
     exact, plain = _references(model, spec)

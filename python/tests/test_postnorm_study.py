@@ -1,28 +1,18 @@
 """tools/postnorm_study.py's row names and the clipped correction of tools/postnorm_compensators.py
 on a small random Gemma 3: bad rows are refused naming what is wrong; a clip changes the logits and
 keeps them finite, in the rank's own units and in the calibrated ones."""
-import importlib.util
-import sys
 
 import pytest
 import torch
 
 from echotk.tensor_parallel import tensor_parallel, undo_tensor_parallel
-from conftest import REPO, tiny_gemma3
+from conftest import load_tool, tiny_gemma3
 
 pytest.importorskip("transformers")
 RANKS = 4
 COMMON = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 IDS = torch.tensor([[5, 17, 3, 88, 42, 9, 61, 2, 33, 70, 11]])
-
-
-def _study():
-    sys.path.insert(0, str(REPO / "tools"))  # the study imports postnorm_compensators beside it
-    spec = importlib.util.spec_from_file_location("postnorm_study", REPO / "tools" / "postnorm_study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("row, words", [
@@ -35,11 +25,11 @@ def _study():
 ])
 def test_bad_rows_are_refused_naming_what_is_wrong(row, words):
     with pytest.raises(ValueError, match=words):
-        _study().parse_row(row)
+        load_tool("postnorm_study").parse_row(row)
 
 
 def test_clip_rows_parse_into_the_candidates_fields():
-    study = _study()
+    study = load_tool("postnorm_study")
     _, plain = study.parse_row("q4-self@local@clip2")
     _, kept = study.parse_row("q4-self@local@clipkeep0.5")
     assert (plain.units, plain.residual, plain.clip, plain.keep) == ("self", "local", 2.0, False)
@@ -65,7 +55,7 @@ def _logits(study, row):
 @pytest.mark.parametrize("units", ["self", "partial"])
 def test_a_tight_clip_changes_the_correction_and_keeps_the_logits_finite(units):
     # 0.01 of the partial sum's per-token RMS: below a 4-bit error's typical size, so the clamp binds
-    study = _study()
+    study = load_tool("postnorm_study")
     free = _logits(study, f"q4-{units}@local@prof0.5")
     clipped = _logits(study, f"q4-{units}@local@prof0.5@clip0.01")
     kept = _logits(study, f"q4-{units}@local@prof0.5@clipkeep0.01")

@@ -130,8 +130,7 @@ def run_arguments(description: str, out_help: str) -> argparse.ArgumentParser:
     p.add_argument("--length", type=int, default=512)
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--out", required=True, help=out_help)
-    p.add_argument("--threads", type=int, default=0,
-                   help=THREADS_HELP)
+    p.add_argument("--threads", type=int, default=0, help=THREADS_HELP)
     return p
 
 

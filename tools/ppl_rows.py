@@ -117,8 +117,7 @@ def main(argv=None) -> int:
                    help="the rows run when --rows is not given: ROWS (main), OUTLIER_ROWS (outliers) or "
                         "POSTNORM_ROWS (postnorm)")
     p.add_argument("--rows", nargs="+", choices=list(ALL_ROWS))
-    p.add_argument("--threads", type=int, default=0,
-                   help=THREADS_HELP)
+    p.add_argument("--threads", type=int, default=0, help=THREADS_HELP)
     p.add_argument("--reuse", action="store_true", help="keep rows whose CSV exists")
     args = p.parse_args(argv)
     if args.rows is None:

@@ -48,8 +48,15 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
     return Status(s.code(), "emulate_allreduce: " + s.message());
   }
   if (a.count == 0) return invalid("count must be >= 1");
+  if (a.spec.compensator.profile != CompensatorProfile::kFlat || a.spec.compensator.clip != 0.0f) {
+    return Status(StatusCode::kUnsupported,
+                  std::string("emulate_allreduce: compensator profile '") +
+                      compensator_profile_name(a.spec.compensator.profile) + "' and clip " +
+                      std::to_string(a.spec.compensator.clip) +
+                      " run in the CPU reference only (the emulation takes profile 'flat' and clip 0)");
+  }
   if (needs_site(a.spec)) {
-    if (Status s = validate_site(a.site, a.count); !s.ok()) return invalid(s.message());
+    if (Status s = validate_site(a.site, a.count, a.spec.compensator); !s.ok()) return invalid(s.message());
   }
   const std::size_t es = dtype_size(a.spec.dtype);
   const auto ranks = static_cast<std::size_t>(a.ranks);

@@ -39,7 +39,7 @@ Status validate_call(const AllReduceSpec& spec, int ranks, std::size_t count, co
                     "compensator units 'stream' need the call's site (whether it has a post-norm, and its "
                     "weights): call allreduce_at_site (echo/site.h)");
     }
-    ECHO_TRY(validate_site(*site, count));
+    ECHO_TRY(validate_site(*site, count, spec.compensator));
   }
   if (inputs == nullptr || outputs == nullptr) {
     return Status(StatusCode::kInvalidArgument, "inputs and outputs must not be null");

@@ -71,21 +71,33 @@ std::size_t count_nonfinite_groups(const float* const* in, int ranks, std::size_
   return groups;
 }
 
-// Numerics 6.1 steps 1-3: the gains of each row of one rank's dtype(x).
-void row_gains(const CallPlan& c, const float* x, std::vector<numerics::StreamGains>& gains) {
+// Numerics 6.1 steps 1-3: the gains of each row of one rank's dtype(x), and with a clip each row's
+// bound (step 7).
+void row_gains(const CallPlan& c, const float* x, std::vector<numerics::StreamGains>& gains, Buffer& bounds) {
   const std::size_t rows = c.count / c.row_length;
   const float n = static_cast<float>(c.row_length);
   gains.resize(rows);
+  bounds.resize(c.clip > 0.0f ? rows : 0);
   for (std::size_t t = 0; t < rows; ++t) {
     const float q = numerics::row_sum_of_squares(x + t * c.row_length, c.row_length);
-    gains[t] = numerics::stream_gains(c.weight_rms, numerics::row_rms(q, n));
+    const float rho = numerics::row_rms(q, n);
+    gains[t] = numerics::stream_gains(c.weight_rms, rho);
+    if (c.clip > 0.0f) bounds[t] = numerics::clip_bound(c.clip, rho);
   }
 }
 
-// Numerics 6.1 step 4: x' = fp32(x + fp32(c0 * R)) per element, c0 the correction of numerics 6
-// (compensator_apply's, with the row's R between); an empty state applies nothing.
+// Numerics 6.1 step 6: f_j of every feature (profile 'sqrt'), else empty.
+void profile_factors(const CallPlan& c, Buffer& factors) {
+  factors.resize(c.weights != nullptr ? c.row_length : 0);
+  for (std::size_t j = 0; j < factors.size(); ++j) factors[j] = numerics::profile_factor(c.weights[j], c.weight_rms);
+}
+
+// Numerics 6.1 steps 4, 6 and 7: x' = fp32(x + c) per element, c = fp32(c0 * R) (c0 the correction
+// of numerics 6), then divided by the feature's f_j and clamped to the row's bound where the spec
+// says; an empty state applies nothing.
 void apply_in_stream_units(const CallPlan& c, const CompensatorState& state, const float* x,
-                           const std::vector<numerics::StreamGains>& gains, float* x_prime) {
+                           const std::vector<numerics::StreamGains>& gains, const Buffer& bounds,
+                           const Buffer& factors, float* x_prime) {
   const CompensatorSpec& spec = c.spec.compensator;
   if (state.m1.size() != c.count) {
     for (std::size_t i = 0; i < c.count; ++i) x_prime[i] = numerics::canonical_nan(x[i]);
@@ -93,17 +105,26 @@ void apply_in_stream_units(const CallPlan& c, const CompensatorState& state, con
   }
   const float oa = numerics::one_minus(spec.a);
   for (std::size_t i = 0; i < c.count; ++i) {
+    const std::size_t t = i / c.row_length;
     const float c0 = spec.mode == CompensatorMode::kSingle
                          ? numerics::single_correction(spec.eta, state.m1[i])
                          : numerics::dual_correction(spec.eta, spec.a, oa, state.m1[i], state.m2[i]);
-    const float corr = numerics::from_stream(c0, gains[i / c.row_length].from_stream);
+    float corr = numerics::from_stream(c0, gains[t].from_stream);
+    if (!factors.empty()) corr = numerics::from_profile(corr, factors[i - t * c.row_length]);
+    if (!bounds.empty()) corr = numerics::clip_correction(corr, bounds[t]);
     x_prime[i] = numerics::canonical_nan(numerics::compensate(x[i], corr));
   }
 }
 
-// Numerics 6.1 step 5: the residual in stream units, fp32(u * G) per element, in place.
-void residual_to_stream(const CallPlan& c, const std::vector<numerics::StreamGains>& gains, float* u) {
-  for (std::size_t i = 0; i < c.count; ++i) u[i] = numerics::to_stream(u[i], gains[i / c.row_length].to_stream);
+// Numerics 6.1 steps 5 and 6: the residual in stream units, fp32(u * G) per element, then times the
+// feature's f_j with the profile, in place.
+void residual_to_stream(const CallPlan& c, const std::vector<numerics::StreamGains>& gains, const Buffer& factors,
+                        float* u) {
+  for (std::size_t i = 0; i < c.count; ++i) {
+    const std::size_t t = i / c.row_length;
+    u[i] = numerics::to_stream(u[i], gains[t].to_stream);
+    if (!factors.empty()) u[i] = numerics::to_profile(u[i], factors[i - t * c.row_length]);
+  }
 }
 
 }  // namespace
@@ -129,7 +150,9 @@ CallPlan::CallPlan(const AllReduceSpec& spec_, int ranks_, std::size_t count_, A
       rotate(!exact && spec_.quant.rotation != Rotation::kNone),
       stream(compensate && site != nullptr && site->has_post_norm),
       row_length(stream ? site->row_length : 0),
-      weight_rms(stream ? site->weight_rms : 0.0f) {}
+      weight_rms(stream ? site->weight_rms : 0.0f),
+      weights(stream && spec_.compensator.profile == CompensatorProfile::kSqrt ? site->weights.data() : nullptr),
+      clip(stream ? spec_.compensator.clip : 0.0f) {}
 
 namespace stages {
 
@@ -161,8 +184,10 @@ void apply(const CallPlan& c, const float* const* inputs, const CompensatorState
     round_to_dtype(xp.data(), c.count, c.spec.dtype);
     if (c.stream) {
       b.gains.resize(static_cast<std::size_t>(c.ranks));
-      row_gains(c, xp.data(), b.gains[r]);
-      apply_in_stream_units(c, states[r], xp.data(), b.gains[r], xp.data());
+      b.clip_bounds.resize(static_cast<std::size_t>(c.ranks));
+      if (r == 0) profile_factors(c, b.profile);
+      row_gains(c, xp.data(), b.gains[r], b.clip_bounds[r]);
+      apply_in_stream_units(c, states[r], xp.data(), b.gains[r], b.clip_bounds[r], b.profile, xp.data());
     } else if (c.compensate) {
       compensator_apply(c.spec.compensator, states[r], xp.data(), c.count, xp.data());
     }
@@ -291,7 +316,7 @@ void update(const CallPlan& c, CompensatorState* states, Buffers& b) {
     if (!c.local) {
       const float* xp = b.x_prime[r].data();
       for (std::size_t e = 0; e < c.count; ++e) b.u[e] = numerics::global_residual(xp[e], yr[e], p);
-      if (c.stream) residual_to_stream(c, b.gains[r], b.u.data());
+      if (c.stream) residual_to_stream(c, b.gains[r], b.profile, b.u.data());
       compensator_update(c.spec.compensator, states[r], b.u.data(), c.count);
       continue;
     }
@@ -303,7 +328,7 @@ void update(const CallPlan& c, CompensatorState* states, Buffers& b) {
       const float own = numerics::local_residual(acc[e] * unscale, yr[e]);
       ur[e] = c.exact_rounded ? numerics::local_residual_sum(ur[e], own) : own;
     }
-    if (c.stream) residual_to_stream(c, b.gains[r], ur);
+    if (c.stream) residual_to_stream(c, b.gains[r], b.profile, ur);
     compensator_update(c.spec.compensator, states[r], ur, c.count);
   }
 }

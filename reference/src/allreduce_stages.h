@@ -50,6 +50,8 @@ struct CallPlan {
   bool stream;         // per-row stream gains (numerics 6.1): units 'stream' at a post-norm site
   std::size_t row_length;  // ... the site's elements per row
   float weight_rms;        // ... and its post-norm's weight RMS
+  const float* weights;    // ... and its weights, where the profile is 'sqrt' (else nullptr)
+  float clip;              // ... and the clip (0: none)
 };
 
 }  // namespace echo
@@ -64,6 +66,8 @@ struct echo::AllReduceWorkspace::Buffers {
   std::vector<Buffer> residual;  // local-mode residual per rank
   std::vector<Buffer> y;         // each rank's reduced result
   std::vector<std::vector<numerics::StreamGains>> gains;  // stream units: per rank, per row
+  std::vector<Buffer> clip_bounds;  // stream units with a clip: per rank, per row
+  Buffer profile;                   // stream units with profile 'sqrt': f_j per feature
   Buffer acc;                    // owner sums (send units)
   Buffer received;               // one pushed copy as its owner dequantizes it
   Buffer unrotated;              // that copy de-rotated (local residual)

@@ -2,6 +2,8 @@
 // echo/numerics/compensator_step.h (shared with the CUDA kernels), docs/numerics.md section 6.
 #include "echo/compensator.h"
 
+#include <cmath>
+#include <sstream>
 #include <string>
 
 #include "echo/numerics/compensator_step.h"
@@ -44,6 +46,16 @@ std::optional<CompensatorUnits> parse_compensator_units(std::string_view name) {
   return std::nullopt;
 }
 
+const char* compensator_profile_name(CompensatorProfile profile) {
+  return profile == CompensatorProfile::kSqrt ? "sqrt" : "flat";
+}
+
+std::optional<CompensatorProfile> parse_compensator_profile(std::string_view name) {
+  if (name == "flat") return CompensatorProfile::kFlat;
+  if (name == "sqrt") return CompensatorProfile::kSqrt;
+  return std::nullopt;
+}
+
 Status CompensatorSpec::validate() const {
   auto in_unit = [](float v) { return v >= 0.0f && v <= 1.0f; };
   auto is_decay = [](float v) { return v >= 0.0f && v < 1.0f; };
@@ -55,6 +67,24 @@ Status CompensatorSpec::validate() const {
   if (state_dtype != DType::kFloat32 && state_dtype != DType::kBFloat16) {
     return Status(StatusCode::kInvalidArgument, std::string("compensator state dtype must be float32 or bfloat16, got ") +
                                                     dtype_name(state_dtype));
+  }
+  auto text = [](float v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  if (!(clip >= 0.0f) || !std::isfinite(clip)) {
+    return Status(StatusCode::kInvalidArgument, "compensator clip must be finite and >= 0, got " + text(clip));
+  }
+  if (units != CompensatorUnits::kStream && profile != CompensatorProfile::kFlat) {
+    return Status(StatusCode::kInvalidArgument, std::string("compensator profile '") + compensator_profile_name(profile) +
+                                                    "' acts in compensator units 'stream' only (the units are 'site'): "
+                                                    "use profile 'flat', or units 'stream'");
+  }
+  if (units != CompensatorUnits::kStream && clip != 0.0f) {
+    return Status(StatusCode::kInvalidArgument, "compensator clip " + text(clip) +
+                                                    " acts in compensator units 'stream' only (the units are 'site'): "
+                                                    "use clip 0, or units 'stream'");
   }
   return Status::Ok();
 }

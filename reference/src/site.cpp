@@ -13,10 +13,11 @@ SiteInfo post_norm_site(const std::vector<float>& weights) {
   site.row_length = weights.size();
   const float q = numerics::row_sum_of_squares(weights.data(), weights.size());
   site.weight_rms = numerics::row_rms(q, static_cast<float>(weights.size()));
+  site.weights = weights;
   return site;
 }
 
-Status validate_site(const SiteInfo& site, std::size_t count) {
+Status validate_site(const SiteInfo& site, std::size_t count, const CompensatorSpec& compensator) {
   if (!site.has_post_norm) return Status::Ok();
   if (site.row_length == 0 || count % site.row_length != 0) {
     return Status(StatusCode::kInvalidArgument,
@@ -27,6 +28,21 @@ Status validate_site(const SiteInfo& site, std::size_t count) {
   if (!(site.weight_rms > 0.0f) || !std::isfinite(site.weight_rms)) {
     return Status(StatusCode::kInvalidArgument,
                   "the site's post-norm weight RMS must be finite and > 0, got " + std::to_string(site.weight_rms));
+  }
+  if (compensator.profile != CompensatorProfile::kFlat) {
+    if (site.weights.size() != site.row_length) {
+      return Status(StatusCode::kInvalidArgument,
+                    std::string("compensator profile '") + compensator_profile_name(compensator.profile) +
+                        "' needs the site's " + std::to_string(site.row_length) +
+                        " post-norm weights (SiteInfo::weights), and the site holds " +
+                        std::to_string(site.weights.size()));
+    }
+    for (std::size_t j = 0; j < site.row_length; ++j) {
+      if (!std::isfinite(site.weights[j])) {
+        return Status(StatusCode::kInvalidArgument,
+                      "the site's post-norm weight " + std::to_string(j) + " is not finite");
+      }
+    }
   }
   return Status::Ok();
 }

@@ -170,6 +170,15 @@ void visit_fields(Spec& s, Visit&& visit) {
                                  "site (the state in each site's units, the paper's) | stream (in residual-stream "
                                  "units through each site's post-norm; calls need the site's post-norm)"},
         s.compensator.units);
+  visit(Choice<CompensatorProfile>{"compensator_profile", {CompensatorProfile::kFlat, CompensatorProfile::kSqrt},
+                                   compensator_profile_name,
+                                   "flat (one stream gain per token row) | sqrt (each feature's gains also times the "
+                                   "square root of its post-norm weight over the weights' RMS; units 'stream' only)"},
+        s.compensator.profile);
+  visit(Real{"compensator_clip", 0.0f, 1024.0f, false,
+             "> 0: each rank's correction clamped per element to this times the RMS of its own token row, at "
+             "post-norm sites (units 'stream' only); 0: no clip"},
+        s.compensator.clip);
 }
 
 std::vector<SpecField> describe_fields() {

@@ -92,6 +92,16 @@ BOOST_AUTO_TEST_CASE(arguments_are_checked) {
   refused(a, StatusCode::kUnsupported, "outliers sent exactly are CPU reference only");
   a.spec.quant.outliers = 3;  // invalid, not merely unsupported
   refused(a, StatusCode::kInvalidArgument, "outliers");
+  // Stream units are served; their profile 'sqrt' and a clip are the CPU reference's alone.
+  a = good;
+  a.spec.compensator.units = CompensatorUnits::kStream;
+  a.spec.compensator.profile = CompensatorProfile::kSqrt;
+  refused(a, StatusCode::kUnsupported, "run in the CPU reference only");
+  a.spec.compensator.profile = CompensatorProfile::kFlat;
+  a.spec.compensator.clip = 1.0f;
+  refused(a, StatusCode::kUnsupported, "run in the CPU reference only");
+  a.spec.compensator.units = CompensatorUnits::kSite;  // invalid, not merely unsupported
+  refused(a, StatusCode::kInvalidArgument, "units 'stream' only");
   // The state's size follows the compensator: none off, m1 alone single, m1 and m2 dual; bf16
   // averages take half.
   AllReduceSpec s;

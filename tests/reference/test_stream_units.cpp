@@ -98,7 +98,7 @@ BOOST_AUTO_TEST_CASE(a_site_whose_rows_do_not_divide_the_message_is_refused) {
   BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
   BOOST_TEST(s.message().find("48 elements per row") != std::string::npos);
   SiteInfo zero = post_norm_site(std::vector<float>(64, 0.0f));
-  BOOST_TEST(validate_site(zero, 128).code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(validate_site(zero, 128, CompensatorSpec{}).code() == StatusCode::kInvalidArgument);
 }
 
 BOOST_AUTO_TEST_CASE(backward_calls_and_the_compensator_off_need_no_site) {
@@ -238,6 +238,130 @@ BOOST_AUTO_TEST_CASE(the_row_sum_of_squares_is_the_lanes_then_the_butterfly) {
   const numerics::StreamGains none = numerics::stream_gains(1.0f, 0.0f);
   BOOST_TEST(none.to_stream == 0.0f);
   BOOST_TEST(none.from_stream == 0.0f);
+}
+
+// Steps 6 and 7: the profile divides each feature's correction by f_j and multiplies its residual
+// by f_j; the clip clamps each correction to clip * rho of its row. Checked against the documented
+// steps on a second call whose corrections the clip reaches.
+BOOST_AUTO_TEST_CASE(the_profile_and_the_clip_follow_the_documented_steps) {
+  const int ranks = 3;
+  const std::size_t width = 64, rows = 3;
+  std::vector<float> weights(width);
+  for (std::size_t e = 0; e < width; ++e) weights[e] = (e % 5 == 0 ? 0.01f : 1.0f) + 0.3f * static_cast<float>(e % 7);
+  const SiteInfo site = post_norm_site(weights);
+  AllReduceSpec spec = stream_spec(ResidualMode::kGlobal);
+  spec.compensator.profile = CompensatorProfile::kSqrt;
+  spec.compensator.clip = 0.02f;
+  AllReduceSpec flat = stream_spec(ResidualMode::kGlobal);
+  Inputs a(ranks, rows, width, 51u), b(ranks, rows, width, 51u);
+  const Run s = run(spec, &site, a, ranks, 1);
+  const Run t = run(flat, &site, b, ranks, 1);
+  std::vector<float> f(width);
+  for (std::size_t j = 0; j < width; ++j) f[j] = numerics::profile_factor(weights[j], site.weight_rms);
+  const float ob1 = numerics::one_minus(spec.compensator.beta1);
+  const float oa = numerics::one_minus(spec.compensator.a);
+  for (int r = 0; r < ranks; ++r) {
+    BOOST_TEST_REQUIRE(same_bits(s.out[r], t.out[r]));  // the first call applies nothing
+    BOOST_TEST(!same_bits(s.states[r].m1, t.states[r].m1));
+    for (std::size_t row = 0; row < rows; ++row) {
+      std::vector<float> xr(a.in[r].begin() + row * width, a.in[r].begin() + (row + 1) * width);
+      round_to_dtype(xr.data(), width, spec.dtype);
+      const float rho = numerics::row_rms(numerics::row_sum_of_squares(xr.data(), width), static_cast<float>(width));
+      const numerics::StreamGains g = numerics::stream_gains(site.weight_rms, rho);
+      for (std::size_t j = 0; j < width; ++j) {
+        const std::size_t e = row * width + j;
+        const float u = numerics::global_residual(t.xp[r][e], t.out[r][e], static_cast<float>(ranks));
+        const float v = numerics::to_profile(numerics::to_stream(u, g.to_stream), f[j]);
+        const float m1 = numerics::ema_step(spec.compensator.beta1, 0.0f, ob1, v);
+        BOOST_TEST(echo::test::float_bits(s.states[r].m1[e]) == echo::test::float_bits(m1));
+      }
+    }
+  }
+  // Second call: x' = fp32(x + clamp(fp32(fp32(c0 * R) / f_j), b)), b = fp32(clip * rho).
+  std::vector<CompensatorState> states = s.states;
+  const std::vector<CompensatorState> before = states;
+  Inputs c(ranks, rows, width, 51u);
+  BOOST_TEST_REQUIRE(allreduce_at_site(site, spec, ranks, c.count, c.in_ptr.data(), c.out_ptr.data(), states.data(),
+                                       c.xp_ptr.data(), nullptr).ok());
+  std::size_t clipped = 0, profiled = 0;
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<float> xr = c.in[r];
+    round_to_dtype(xr.data(), xr.size(), spec.dtype);
+    for (std::size_t row = 0; row < rows; ++row) {
+      const float rho =
+          numerics::row_rms(numerics::row_sum_of_squares(xr.data() + row * width, width), static_cast<float>(width));
+      const numerics::StreamGains g = numerics::stream_gains(site.weight_rms, rho);
+      const float bound = numerics::clip_bound(spec.compensator.clip, rho);
+      for (std::size_t j = 0; j < width; ++j) {
+        const std::size_t e = row * width + j;
+        const float c0 = numerics::dual_correction(spec.compensator.eta, spec.compensator.a, oa, before[r].m1[e],
+                                                   before[r].m2[e]);
+        const float unclipped = numerics::from_profile(numerics::from_stream(c0, g.from_stream), f[j]);
+        const float corr = numerics::clip_correction(unclipped, bound);
+        clipped += corr != unclipped ? 1 : 0;
+        profiled += f[j] != 1.0f ? 1 : 0;
+        const float expected = numerics::compensate(xr[e], corr);
+        BOOST_TEST(echo::test::float_bits(c.xp[r][e]) == echo::test::float_bits(expected));
+      }
+    }
+  }
+  BOOST_TEST(clipped > 0u);                               // the clip acted somewhere ...
+  BOOST_TEST(clipped < static_cast<std::size_t>(ranks) * c.count);  // ... but not everywhere
+  BOOST_TEST(profiled > 0u);
+}
+
+BOOST_AUTO_TEST_CASE(the_profile_factor_is_floored_and_the_clip_passes_nan) {
+  // |w_j| = w: f_j = 1; a weight of 0 (or below 0.1 w) is floored: f_j = sqrt(0.1), either sign.
+  BOOST_TEST(numerics::profile_factor(2.0f, 2.0f) == 1.0f);
+  BOOST_TEST(numerics::profile_factor(-2.0f, 2.0f) == 1.0f);
+  const float floored = numerics::sqrt_rn(numerics::div_rn(numerics::mul_rn(0.1f, 2.0f), 2.0f));
+  BOOST_TEST(numerics::profile_factor(0.0f, 2.0f) == floored);
+  BOOST_TEST(numerics::profile_factor(-0.05f, 2.0f) == floored);
+  BOOST_TEST(numerics::profile_factor(8.0f, 2.0f) == 2.0f);
+  BOOST_TEST(numerics::clip_correction(3.0f, 1.0f) == 1.0f);
+  BOOST_TEST(numerics::clip_correction(-3.0f, 1.0f) == -1.0f);
+  BOOST_TEST(numerics::clip_correction(0.5f, 1.0f) == 0.5f);
+  BOOST_TEST(std::isnan(numerics::clip_correction(std::nanf(""), 1.0f)));
+}
+
+BOOST_AUTO_TEST_CASE(a_profile_or_clip_outside_stream_units_or_without_weights_is_refused) {
+  AllReduceSpec site_units = stream_spec(ResidualMode::kLocal);
+  site_units.compensator.units = CompensatorUnits::kSite;
+  site_units.compensator.clip = 1.0f;
+  Status s = site_units.compensator.validate();
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message().find("units 'stream' only") != std::string::npos);
+  site_units.compensator.clip = 0.0f;
+  site_units.compensator.profile = CompensatorProfile::kSqrt;
+  BOOST_TEST(site_units.compensator.validate().code() == StatusCode::kInvalidArgument);
+  for (float bad : {-1.0f, std::nanf(""), INFINITY}) {
+    AllReduceSpec spec = stream_spec(ResidualMode::kLocal);
+    spec.compensator.clip = bad;
+    s = spec.compensator.validate();
+    BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+    BOOST_TEST(s.message().find("clip must be finite") != std::string::npos);
+  }
+  // Profile 'sqrt' at a post-norm site that does not hold its weights, or holds a non-finite one.
+  AllReduceSpec spec = stream_spec(ResidualMode::kLocal);
+  spec.compensator.profile = CompensatorProfile::kSqrt;
+  Inputs data(2, 2, 64, 61u);
+  std::vector<CompensatorState> states(2);
+  SiteInfo site = post_norm_site(std::vector<float>(64, 1.0f));
+  site.weights.clear();
+  s = allreduce_at_site(site, spec, 2, data.count, data.in_ptr.data(), data.out_ptr.data(), states.data(), nullptr,
+                        nullptr);
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message().find("post-norm weights") != std::string::npos);
+  site = post_norm_site(std::vector<float>(64, 1.0f));
+  site.weights[5] = std::nanf("");
+  s = allreduce_at_site(site, spec, 2, data.count, data.in_ptr.data(), data.out_ptr.data(), states.data(), nullptr,
+                        nullptr);
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message().find("weight 5 is not finite") != std::string::npos);
+  // A site without a post-norm needs no weights: unit gains, no profile, no clip.
+  const SiteInfo pre_norm;
+  BOOST_TEST(allreduce_at_site(pre_norm, spec, 2, data.count, data.in_ptr.data(), data.out_ptr.data(), states.data(),
+                               nullptr, nullptr).ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

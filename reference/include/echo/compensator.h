@@ -21,6 +21,10 @@ enum class ResidualMode : std::uint8_t { kGlobal = 0, kLocal = 1 };
 // kStream: in residual-stream units through each site's post-norm (docs/numerics.md 6.1); a call
 //          then needs its site's SiteInfo (echo/site.h).
 enum class CompensatorUnits : std::uint8_t { kSite = 0, kStream = 1 };
+// Per-feature shape of the stream gains at a post-norm site (docs/numerics.md 6.1, step 6):
+// kFlat: one gain per row (the norm's RMS gain); kSqrt: each feature's gains also times the square
+//        root of that feature's weight over the weights' RMS (floored), which needs the site's weights.
+enum class CompensatorProfile : std::uint8_t { kFlat = 0, kSqrt = 1 };
 
 const char* compensator_mode_name(CompensatorMode mode);  // "off", "single", "dual"
 std::optional<CompensatorMode> parse_compensator_mode(std::string_view name);
@@ -28,6 +32,8 @@ const char* residual_mode_name(ResidualMode mode);  // "global", "local"
 std::optional<ResidualMode> parse_residual_mode(std::string_view name);
 const char* compensator_units_name(CompensatorUnits units);  // "site", "stream"
 std::optional<CompensatorUnits> parse_compensator_units(std::string_view name);
+const char* compensator_profile_name(CompensatorProfile profile);  // "flat", "sqrt"
+std::optional<CompensatorProfile> parse_compensator_profile(std::string_view name);
 
 struct CompensatorSpec {
   CompensatorMode mode = CompensatorMode::kDual;
@@ -42,8 +48,13 @@ struct CompensatorSpec {
   DType state_dtype = DType::kFloat32;
   // Units of the carried state (docs/numerics.md 6.1).
   CompensatorUnits units = CompensatorUnits::kSite;
+  // Units 'stream' only (docs/numerics.md 6.1, steps 6 and 7): the gains' per-feature profile, and
+  // the clip: > 0 clamps each rank's correction per element to clip times the RMS of its own row.
+  CompensatorProfile profile = CompensatorProfile::kFlat;
+  float clip = 0.0f;
 
-  // eta, a in [0, 1]; decays in [0, 1); state_dtype float32 or bfloat16.
+  // eta, a in [0, 1]; decays in [0, 1); state_dtype float32 or bfloat16; clip finite and >= 0;
+  // a profile other than flat, or a clip, only with units 'stream'.
   Status validate() const;
 };
 

@@ -19,15 +19,20 @@ struct SiteInfo {
   std::size_t row_length = 0;
   // RMS of the norm's effective weights (Gemma's 1 + weight), as post_norm_weight_rms forms it.
   float weight_rms = 0.0f;
+  // The norm's effective weights (row_length values, or empty where not known); read only by
+  // compensator profile 'sqrt' (docs/numerics.md 6.1, step 6), which refuses a site without them.
+  std::vector<float> weights;
 };
 
-// A site with a post-norm of these effective weights: row_length = weights.size() and
-// weight_rms = numerics::row_rms(numerics::row_sum_of_squares(weights), row_length).
+// A site with a post-norm of these effective weights: row_length = weights.size(),
+// weight_rms = numerics::row_rms(numerics::row_sum_of_squares(weights), row_length) and a copy of
+// the weights.
 SiteInfo post_norm_site(const std::vector<float>& weights);
 
-// Whether `site` serves a call of `count` elements: a post-norm site needs row_length >= 1 dividing
-// count and a finite weight_rms > 0 (the message names what is wrong).
-Status validate_site(const SiteInfo& site, std::size_t count);
+// Whether `site` serves a call of `count` elements under `compensator`: a post-norm site needs
+// row_length >= 1 dividing count and a finite weight_rms > 0, and with profile 'sqrt' its weights,
+// all finite (the message names what is wrong).
+Status validate_site(const SiteInfo& site, std::size_t count, const CompensatorSpec& compensator);
 
 // Whether a call of `spec` needs its site (allreduce_at_site): compensator units 'stream' on a
 // forward call with the compensator on. Backward calls and other modes use unit gains.

@@ -86,7 +86,8 @@ Status emulate_reset_state(void* state, std::size_t state_bytes, cudaStream_t st
 // kInvalidArgument naming what is wrong (spec, ranks, count, a null or misaligned buffer, a state
 // or gains scratch too small, a site that does not serve the call (validate_site), overlapping
 // buffers, a buffer that is not device memory of the current device),
-// kUnsupported for the ring algorithm and for outliers sent exactly; Ok when emulate_allreduce can
+// kUnsupported for the ring algorithm, for outliers sent exactly and for a compensator profile other
+// than 'flat' or a clip (the CPU reference's alone); Ok when emulate_allreduce can
 // run the call.
 Status emulate_can_implement(const EmulateArguments& args);
 

@@ -71,4 +71,29 @@ ECHO_HOST_DEVICE float to_stream(float residual, float to_stream_gain) {
   return mul_rn(residual, to_stream_gain);
 }
 
+// Numerics 6.1 step 6, profile 'sqrt': feature j's factor f_j = fp32(sqrt(fp32(a_j / w))), with
+// a_j = |w_j| floored at fp32(kProfileFloor * w) (w the weights' RMS); f_j is in [sqrt(0.1), sqrt(H)].
+constexpr float kProfileFloor = 0.1f;
+
+ECHO_HOST_DEVICE float profile_factor(float weight, float weight_rms) {
+  const float floor = mul_rn(kProfileFloor, weight_rms);
+  const float magnitude = weight < 0.0f ? -weight : weight;
+  const float a = magnitude > floor ? magnitude : floor;
+  return sqrt_rn(div_rn(a, weight_rms));
+}
+
+// Apply with the profile: fp32(c / f_j); update: fp32(g * f_j).
+ECHO_HOST_DEVICE float from_profile(float correction, float factor) { return div_rn(correction, factor); }
+ECHO_HOST_DEVICE float to_profile(float residual, float factor) { return mul_rn(residual, factor); }
+
+// Numerics 6.1 step 7: the clip's bound b = fp32(clip * rho) of a row, and the correction clamped to
+// [-b, b], written so that a NaN correction passes through unchanged.
+ECHO_HOST_DEVICE float clip_bound(float clip, float rho) { return mul_rn(clip, rho); }
+
+ECHO_HOST_DEVICE float clip_correction(float correction, float bound) {
+  if (correction > bound) return bound;
+  if (correction < -bound) return -bound;
+  return correction;
+}
+
 }  // namespace echo::numerics

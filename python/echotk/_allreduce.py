@@ -95,6 +95,11 @@ class AllReduce:
             # emulate_can_implement refuses them too); here before any GPU work or graph capture.
             raise ValueError(f"the CUDA path implements outliers 0 only (outliers sent exactly are CPU "
                              f"reference only), got outliers {self.spec.outliers}")
+        if torch.device(device).type == "cuda" and (self.spec.compensator_profile != "flat"
+                                                    or self.spec.compensator_clip != 0.0):
+            raise ValueError(f"the CUDA path implements compensator_profile 'flat' and compensator_clip 0 only "
+                             f"(the CPU reference's alone otherwise), got compensator_profile "
+                             f"{self.spec.compensator_profile!r} and compensator_clip {self.spec.compensator_clip}")
         self.ranks = ranks
         self.device = _device(device)
         self.dtype = self.spec.dtype
@@ -116,7 +121,7 @@ class AllReduce:
         echotk.tensor_parallel passes) is needed by forward calls of a spec with
         compensator_units='stream': its post-norm sets the call's gains; other specs ignore it."""
         parts, raw_bits = _call_arguments(parts, direction, self.ranks, self.dtype, self.device)
-        site_row, site_weight_rms = self._site_arguments(site, direction)
+        site_row, site_weight_rms, site_weights = self._site_arguments(site, direction)
         state = self._states[direction]
         n = parts.shape[1]
         if parts.device.type == "cuda":
@@ -129,27 +134,31 @@ class AllReduce:
             state.m1 = torch.zeros(self.ranks, n, dtype=torch.float32, device=parts.device)
             state.m2 = torch.zeros(self.ranks, n, dtype=torch.float32, device=parts.device)
         out, report = torch.ops.echotk.allreduce(parts, state.m1, state.m2, self._key, self.ranks,
-                                                 direction, not state.live, site_row, site_weight_rms)
+                                                 direction, not state.live, site_row, site_weight_rms,
+                                                 site_weights)
         state.live = True
         self._read_report = functools.partial(AllReduceReport.from_tensor, direction, report)
         return out.view(torch.uint16) if raw_bits else out
 
-    def _site_arguments(self, site: Optional[Site], direction: str) -> Tuple[int, float]:
-        """(site_row, site_weight_rms) of echotk::allreduce for this call: (-1, 0) unless the spec's
-        units are 'stream' on a forward call with the compensator on, which need `site`."""
+    def _site_arguments(self, site: Optional[Site], direction: str
+                        ) -> Tuple[int, float, Optional[torch.Tensor]]:
+        """(site_row, site_weight_rms, site_weights) of echotk::allreduce for this call: (-1, 0, None)
+        unless the spec's units are 'stream' on a forward call with the compensator on, which need
+        `site`; the weights only where compensator_profile reads them."""
         if (self.spec.compensator_units != "stream" or direction != "forward"
                 or self.spec.compensator == "off"):
-            return -1, 0.0
+            return -1, 0.0, None
         if site is None:
             raise ValueError("compensator_units='stream' needs each forward call's site: call "
                              "ar(parts, 'forward', site=echotk.nn.Site(...)) with the site's post-norm, as "
                              "echotk.tensor_parallel does")
         scale = site.post_norm_scale()
         if scale is None:
-            return 0, 0.0
+            return 0, 0.0, None
         if scale.dim() != 1:
             raise ValueError(f"site {site.index}: the post-norm's weight has shape {list(scale.shape)}, not [hidden]")
-        return scale.numel(), float(_C.post_norm_weight_rms(scale.numpy()))
+        weights = scale if self.spec.compensator_profile != "flat" else None
+        return scale.numel(), float(_C.post_norm_weight_rms(scale.numpy())), weights
 
     def _call_cuda(self, parts: torch.Tensor, state: _DirectionState, direction: str, site_row: int,
                    site_weight_rms: float) -> torch.Tensor:

@@ -4,7 +4,8 @@
 reference on CPU tensors and mutates the compensator state m1, m2 ([P, n] fp32) in place; `report`
 is a float64 tensor of REPORT_SLOTS values (echotk.AllReduceReport names them); site_row and
 site_weight_rms give the call's site where the spec's compensator units are 'stream' (-1: not
-given; 0: no post-norm; > 0: the post-norm's row length, with its weight RMS).
+given; 0: no post-norm; > 0: the post-norm's row length, with its weight RMS), and site_weights
+the post-norm's weights [site_row] fp32 (read by compensator profile 'sqrt'; None: not given).
 `echotk::emulate_allreduce(parts, state, spec, ranks, direction, fresh, keep_compensated) -> (out,
 workspace, compensated)` runs the one-GPU emulation kernel on CUDA tensors, on the current stream,
 with no host synchronization (CUDA graphs capture it): `state` is the direction's opaque uint8
@@ -17,7 +18,7 @@ communicators it calls.)
 from __future__ import annotations
 
 import functools
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 
@@ -43,20 +44,21 @@ def require_cuda_build():
 
 @torch.library.custom_op("echotk::allreduce", mutates_args=("m1", "m2"))
 def allreduce(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, spec: str, ranks: int,
-              direction: str, fresh: bool, site_row: int = -1,
-              site_weight_rms: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor]:
+              direction: str, fresh: bool, site_row: int = -1, site_weight_rms: float = 0.0,
+              site_weights: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     out = torch.empty(parts.shape[1], dtype=parts.dtype, device=parts.device)
     report = torch.zeros(REPORT_SLOTS, dtype=torch.float64, device=parts.device)
     handle = spec_handle(spec, ranks)
     if parts.device.type != "cpu":
         raise ValueError(f"parts is on {parts.device}; echotk::allreduce takes CPU tensors "
                          "(CUDA tensors: echotk::emulate_allreduce)")
-    _C.allreduce(handle, direction, parts, out, m1, m2, fresh, report, site_row, site_weight_rms)
+    weights = site_weights if site_weights is not None else torch.empty(0, dtype=torch.float32)
+    _C.allreduce(handle, direction, parts, out, m1, m2, fresh, report, site_row, site_weight_rms, weights)
     return out, report
 
 
 @allreduce.register_fake
-def _(parts, m1, m2, spec, ranks, direction, fresh, site_row=-1, site_weight_rms=0.0):
+def _(parts, m1, m2, spec, ranks, direction, fresh, site_row=-1, site_weight_rms=0.0, site_weights=None):
     return (parts.new_empty(parts.shape[1]),
             parts.new_empty(REPORT_SLOTS, dtype=torch.float64))
 

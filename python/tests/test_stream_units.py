@@ -60,7 +60,52 @@ def test_post_norm_sites_change_the_carried_error():
     assert differ     # the first call is the same; later ones apply corrections in other units
 
 
-def test_the_python_op_is_the_replay_bit_for_bit(tmp_path, echotk_cli):
+SQRT_CLIP = echotk.Spec(compensator_units="stream", residual="local", compensator_profile="sqrt", compensator_clip=1.0)
+
+
+def test_the_profile_and_the_clip_change_the_carried_error():
+    """Each of profile 'sqrt' and a tight clip changes what later calls deliver at post-norm sites,
+    and neither touches a site without a post-norm."""
+    x = contributions(6).bfloat16()
+    w = weights()
+    specs = {"flat": STREAM,
+             "sqrt": echotk.Spec(compensator_units="stream", residual="local", compensator_profile="sqrt"),
+             "clip": echotk.Spec(compensator_units="stream", residual="local", compensator_clip=0.01)}
+    outputs = {}
+    for name, spec in specs.items():
+        ar = echotk.AllReduce(RANKS, spec)
+        outputs[name] = [bits(ar(x[k], site=Site(k, k % 2, w[k]))) for k in range(SITES)]
+        ar.reset()
+        outputs[name + "-pre-norm"] = [bits(ar(x[k], site=Site(k, k % 2))) for k in range(SITES)]
+    for name in ("sqrt", "clip"):
+        np.testing.assert_array_equal(outputs[name][0], outputs["flat"][0])     # the first call applies nothing
+        assert any(not np.array_equal(a, b) for a, b in zip(outputs[name], outputs["flat"]))
+        for a, b in zip(outputs[name + "-pre-norm"], outputs["flat-pre-norm"]):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("options", [dict(compensator_profile="sqrt"), dict(compensator_clip=1.0)])
+def test_the_profile_and_the_clip_need_stream_units(options):
+    with pytest.raises(ValueError, match="units 'stream' only"):
+        echotk.AllReduce(RANKS, echotk.Spec(residual="local", **options))
+
+
+@pytest.mark.parametrize("clip", [-1.0, float("nan"), float("inf"), 2000.0])
+def test_a_clip_out_of_range_is_a_value_error(clip):
+    with pytest.raises(ValueError, match="compensator_clip"):
+        echotk.Spec(compensator_units="stream", compensator_clip=clip)
+
+
+def test_the_cuda_path_refuses_the_profile_and_the_clip():
+    # Before any GPU work: the emulation implements profile 'flat' and clip 0 only.
+    with pytest.raises(ValueError, match="compensator_profile"):
+        echotk.AllReduce(RANKS, SQRT_CLIP, device="cuda")
+
+
+@pytest.mark.parametrize("spec,flags", [(STREAM, []),
+                                        (SQRT_CLIP, ["--compensator-profile", "sqrt", "--compensator-clip", "1"])],
+                         ids=["flat", "sqrt-clip1"])
+def test_the_python_op_is_the_replay_bit_for_bit(tmp_path, echotk_cli, spec, flags):
     x = contributions(3)
     w = weights()
     trace = tmp_path / "t.h5"
@@ -69,11 +114,11 @@ def test_the_python_op_is_the_replay_bit_for_bit(tmp_path, echotk_cli):
                 post_norm_weights=w.numpy())
     out = tmp_path / "r.h5"
     echotk_cli("replay", trace, "--out", out, "--save-outputs", "--compensator-units", "stream",
-               "--residual", "local")
+               "--residual", "local", *flags)
     import h5py
     with h5py.File(out, "r") as f:
         replayed = f["outputs"][0, :, 0, :]                    # [sites, n] of rank 0
-    ar = echotk.AllReduce(RANKS, STREAM)
+    ar = echotk.AllReduce(RANKS, spec)
     for k in range(SITES):
         y = ar(x[k].bfloat16(), site=Site(k, k % 2, w[k]))
         np.testing.assert_array_equal(bits(y.float()), bits(torch.from_numpy(replayed[k])))

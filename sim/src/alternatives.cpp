@@ -83,6 +83,30 @@ const std::vector<Alternative> kAlternatives = {
      },
      [](AllReduceSpec s) {
        s.compensator.units = CompensatorUnits::kSite;
+       s.compensator.profile = CompensatorProfile::kFlat;  // both act in units 'stream' only
+       s.compensator.clip = 0.0f;
+       return s;
+     },
+     Alteration::kNone, false},
+    {"stream-profile-ignored",
+     "compensator profile 'sqrt' ignored: one stream gain per row (no per-feature factors)",
+     "numerics.md 6.1, step 6",
+     [](const AllReduceSpec& s, const TraceInfo& t) {
+       return s.compensator.profile != CompensatorProfile::kFlat && post_norm_forward(s, t);
+     },
+     [](AllReduceSpec s) {
+       s.compensator.profile = CompensatorProfile::kFlat;
+       return s;
+     },
+     Alteration::kNone, false},
+    {"stream-clip-ignored",
+     "the compensator clip ignored: corrections not clamped to clip times their row's RMS",
+     "numerics.md 6.1, step 7",
+     [](const AllReduceSpec& s, const TraceInfo& t) {
+       return s.compensator.clip > 0.0f && post_norm_forward(s, t);
+     },
+     [](AllReduceSpec s) {
+       s.compensator.clip = 0.0f;
        return s;
      },
      Alteration::kNone, false},

@@ -61,8 +61,20 @@ PackCase post_norm_case(bool stream) {
   return c;
 }
 
+// The pack's post-norm trace with profile 'sqrt' and clip 0.1.
+PackCase profile_clip_case() {
+  PackCase c{"stream-4bit-sqrt-clip-local-bf16-p4",
+             "--compensator-units stream --residual local --compensator-profile sqrt --compensator-clip 0.1", {}};
+  c.spec.compensator.residual = echo::ResidualMode::kLocal;
+  c.spec.compensator.units = echo::CompensatorUnits::kStream;
+  c.spec.compensator.profile = echo::CompensatorProfile::kSqrt;
+  c.spec.compensator.clip = 0.1f;
+  return c;
+}
+
 // A case of the pack on which `mistake` changes the outputs.
 PackCase case_for(const std::string& mistake) {
+  if (mistake == "stream-profile-ignored" || mistake == "stream-clip-ignored") return profile_clip_case();
   if (mistake == "stream-units-ignored") return post_norm_case(true);
   if (mistake == "stream-units-applied") return post_norm_case(false);
   if (mistake == "ranks-summed-in-reverse") return sum_order_case();

@@ -54,12 +54,21 @@ struct Case {
   // > 0: the trace records a post-norm after every site (post_norm "rmsnorm", rows of this many
   // elements, post_norm_weights from post_norm_weight); 0: no post_norm record.
   std::size_t post_norm_hidden = 0;
+  // The post-norm's per-feature profile differs from site to site (post_norm_weight): what
+  // compensator profile 'sqrt' needs to change any bit, since a profile common to all sites cancels
+  // between the update and the apply.
+  bool profile_per_site = false;
 };
 
 // The post-norm weights of the pack's post-norm cases: a per-feature profile times a scale that
-// grows 8-fold from site to site (the spread of Gemma 3's gains, docs/results-gemma3.md).
-float post_norm_weight(std::size_t site, std::size_t feature) {
-  return (0.05f + 0.01f * static_cast<float>(feature % 7)) * static_cast<float>(1u << (3 * site));
+// grows 8-fold from site to site (the spread of Gemma 3's gains, docs/results-gemma3.md); with
+// `profile_per_site` the profile's period changes from site to site (7, 8, 9, ...) and every 5th
+// feature of odd sites sits below the profile's floor.
+float post_norm_weight(std::size_t site, std::size_t feature, bool profile_per_site) {
+  const std::size_t period = profile_per_site ? 7 + site : 7;
+  float profile = 0.05f + 0.01f * static_cast<float>(feature % period);
+  if (profile_per_site && site % 2 == 1 && feature % 5 == 0) profile = 0.001f;
+  return profile * static_cast<float>(1u << (3 * site));
 }
 
 const DType bf16 = DType::kBFloat16, fp16 = DType::kFloat16, fp32 = DType::kFloat32;
@@ -147,6 +156,11 @@ const std::vector<Case> kCases = {
      fwd, Inputs::kActivations, "--compensator-units stream --residual local", 2, 3, 64},
     {"stream-8bit-dual-fp32-p3", "compensator units 'stream', 8 bits, global residual (reference only)", 3, 768,
      fp32, fwd, Inputs::kActivations, "--bits 8 --compensator-units stream", 2, 3, 64},
+    {"stream-4bit-sqrt-clip-local-bf16-p4",
+     "compensator units 'stream' with profile 'sqrt' and clip 0.1, post-norms whose profile differs from site to site "
+     "(reference only)",
+     4, 1024, bf16, fwd, Inputs::kActivations,
+     "--compensator-units stream --residual local --compensator-profile sqrt --compensator-clip 0.1", 2, 3, 64, true},
 };
 
 // splitmix64: the same sequence everywhere.
@@ -265,10 +279,15 @@ bool write_trace(const std::string& path, const Case& c, const std::vector<float
       echo::h5::write_string_attribute(f, "post_norm", "rmsnorm");
       std::vector<float> weights(c.sites * c.post_norm_hidden);
       for (std::size_t k = 0; k < c.sites; ++k) {
-        for (std::size_t j = 0; j < c.post_norm_hidden; ++j) weights[k * c.post_norm_hidden + j] = post_norm_weight(k, j);
+        for (std::size_t j = 0; j < c.post_norm_hidden; ++j) {
+          weights[k * c.post_norm_hidden + j] = post_norm_weight(k, j, c.profile_per_site);
+        }
       }
       const hsize_t wdims[2] = {c.sites, c.post_norm_hidden};
-      H5::DataSet w = f.createDataSet("/post_norm_weights", H5::PredType::IEEE_F32LE, H5::DataSpace(2, wdims));
+      H5::DSetCreatPropList wprops;
+      H5Pset_obj_track_times(wprops.getId(), false);  // no timestamps: the same pack, the same bits
+      H5::DataSet w =
+          f.createDataSet("/post_norm_weights", H5::PredType::IEEE_F32LE, H5::DataSpace(2, wdims), wprops);
       w.write(weights.data(), H5::PredType::NATIVE_FLOAT);
     }
   } catch (const H5::Exception& e) {

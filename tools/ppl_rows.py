@@ -95,6 +95,15 @@ POSTNORM_ROWS = {
     "p4-stream-ef": (4, dict(compensator="single", beta=0.0, eta=1.0, compensator_units="stream", residual="local"),
                      "--ranks 4 --allreduce echo --compensator single --beta 0 --eta 1 --residual local "
                      "--compensator-units stream"),
+    # The per-feature profile and the clip of stream units (docs/numerics.md 6.1, steps 6 and 7).
+    "p4-stream-local-sqrt-clip1": (4, dict(compensator_units="stream", residual="local", compensator_profile="sqrt",
+                                           compensator_clip=1.0),
+                                   "--ranks 4 --allreduce echo --residual local --compensator-units stream "
+                                   "--compensator-profile sqrt --compensator-clip 1"),
+    "p4-rot64-stream-local-sqrt-clip1": (4, dict(rotation="hadamard", group=64, compensator_units="stream",
+                                                 residual="local", compensator_profile="sqrt", compensator_clip=1.0),
+                                         "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual local "
+                                         "--compensator-units stream --compensator-profile sqrt --compensator-clip 1"),
 }
 ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS, "postnorm": POSTNORM_ROWS}
 ALL_ROWS = {**ROWS, **OUTLIER_ROWS, **POSTNORM_ROWS}

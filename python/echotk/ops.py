@@ -52,8 +52,7 @@ def allreduce(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, spec: str
     if parts.device.type != "cpu":
         raise ValueError(f"parts is on {parts.device}; echotk::allreduce takes CPU tensors "
                          "(CUDA tensors: echotk::emulate_allreduce)")
-    weights = site_weights if site_weights is not None else torch.empty(0, dtype=torch.float32)
-    _C.allreduce(handle, direction, parts, out, m1, m2, fresh, report, site_row, site_weight_rms, weights)
+    _C.allreduce(handle, direction, parts, out, m1, m2, fresh, report, site_row, site_weight_rms, site_weights)
     return out, report
 
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include "arrays.h"
@@ -100,7 +101,7 @@ namespace {
 // (read unless fresh, written back); report [kNumReportSlots] float64 receives the report.
 void allreduce(const SpecHandle& h, const std::string& direction, AnyArray parts, AnyArray out,
                AnyArray m1, AnyArray m2, bool fresh, AnyArray report, std::int64_t site_row,
-               double site_weight_rms, AnyArray site_weights) {
+               double site_weight_rms, std::optional<AnyArray> site_weights) {
   echo::AllReduceSpec spec = h.spec;
   spec.direction = parse_direction(direction);
   const int P = h.ranks;
@@ -114,9 +115,9 @@ void allreduce(const SpecHandle& h, const std::string& direction, AnyArray parts
   if (dual) check_float32(m2, "state m2", {P, static_cast<std::int64_t>(n)});
   check_float64(report, "report", {kNumReportSlots});
   std::optional<echo::SiteInfo> site = required_site(spec, site_row, site_weight_rms);
-  if (site_weights.shape(0) != 0 && site && site->has_post_norm) {
-    check_float32(site_weights, "site_weights", {site_row});
-    const auto* w = static_cast<const float*>(site_weights.data());
+  if (site_weights && site && site->has_post_norm) {
+    check_float32(*site_weights, "site_weights", {site_row});
+    const auto* w = static_cast<const float*>(site_weights->data());
     site->weights.assign(w, w + site_row);
   }
 
@@ -204,11 +205,11 @@ double post_norm_weight_rms(AnyArray weights) {
 void register_allreduce(nb::module_& m) {
   m.def("allreduce", &allreduce, nb::arg("spec"), nb::arg("direction"), nb::arg("parts"), nb::arg("out"),
         nb::arg("m1"), nb::arg("m2"), nb::arg("fresh"), nb::arg("report"), nb::arg("site_row") = -1,
-        nb::arg("site_weight_rms") = 0.0, nb::arg("site_weights"),
+        nb::arg("site_weight_rms") = 0.0, nb::arg("site_weights").none() = nb::none(),
         "echo::allreduce over parts [P, n] into out [n]; m1, m2 [P, n] fp32 compensator state; site_row >= 0 "
         "gives the call's site (echo::allreduce_at_site: 0 without a post-norm, else its row length and "
         "site_weight_rms); site_weights: the post-norm's weights [site_row] fp32 (compensator profile "
-        "'sqrt'), or an empty array.");
+        "'sqrt'), or None.");
   m.def("post_norm_weight_rms", &post_norm_weight_rms, nb::arg("weights"),
         "RMS of a post-norm's effective weights [H] (float32) as compensator units 'stream' form it.");
   m.def("exact_allreduce", &exact_allreduce, nb::arg("dtype"), nb::arg("ranks"), nb::arg("parts"),

@@ -102,6 +102,24 @@ def test_the_cuda_path_refuses_the_profile_and_the_clip():
         echotk.AllReduce(RANKS, SQRT_CLIP, device="cuda")
 
 
+def test_the_op_checks_the_site_weights():
+    """profile 'sqrt' without the weights, or with weights of another length or dtype: ValueError
+    naming what is missing or wrong (the op straight, as a caller without echotk.AllReduce would)."""
+    x = contributions(4)[0].bfloat16()
+    m = torch.zeros(RANKS, x.shape[1])
+    w = weights()[0]
+    rms = float(echotk._C.post_norm_weight_rms(w.numpy()))
+    call = lambda weights: torch.ops.echotk.allreduce(x, m.clone(), m.clone(), SQRT_CLIP.key(), RANKS, "forward",
+                                                      True, HIDDEN, rms, weights)
+    with pytest.raises(ValueError, match="post-norm weights"):
+        call(None)
+    with pytest.raises(ValueError, match="site_weights"):
+        call(w[:-1])
+    with pytest.raises(ValueError, match="site_weights"):
+        call(w.double())
+    call(w)
+
+
 @pytest.mark.parametrize("spec,flags", [(STREAM, []),
                                         (SQRT_CLIP, ["--compensator-profile", "sqrt", "--compensator-clip", "1"])],
                          ids=["flat", "sqrt-clip1"])

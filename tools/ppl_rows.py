@@ -104,6 +104,16 @@ POSTNORM_ROWS = {
                                                  residual="local", compensator_profile="sqrt", compensator_clip=1.0),
                                          "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual local "
                                          "--compensator-units stream --compensator-profile sqrt --compensator-clip 1"),
+    "p4-stream-local-sqrt-clip1-eta085": (4, dict(compensator_units="stream", residual="local", eta=0.85,
+                                                  compensator_profile="sqrt", compensator_clip=1.0),
+                                          "--ranks 4 --allreduce echo --residual local --eta 0.85 --compensator-units "
+                                          "stream --compensator-profile sqrt --compensator-clip 1"),
+    "p4-rot64-stream-local-sqrt-clip1-eta085": (4, dict(rotation="hadamard", group=64, compensator_units="stream",
+                                                        residual="local", eta=0.85, compensator_profile="sqrt",
+                                                        compensator_clip=1.0),
+                                                "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual "
+                                                "local --eta 0.85 --compensator-units stream --compensator-profile sqrt "
+                                                "--compensator-clip 1"),
 }
 ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS, "postnorm": POSTNORM_ROWS}
 ALL_ROWS = {**ROWS, **OUTLIER_ROWS, **POSTNORM_ROWS}

@@ -25,7 +25,8 @@ DOC_ROWS: Dict[str, Dict[str, str]] = {
     "gemma3": {"echo8": "p4-echo8", "nocomp8": "p4-nocomp8", "echo4": "p4-echo4", "nocomp4": "p4-nocomp4",
                "rot": "p4-rot", "rot-local1": "p4-rot-local1", "rot64-local1": "p4-rot64-local1",
                "nocomp4-rot": "p4-nocomp4-rot", "nocomp4-rot64": "p4-nocomp4-rot64",
-               "stream-local": "p4-stream-local", "rot-stream-local": "p4-rot-stream-local",
+               "stream-local": "p4-stream-local", "stream-local-sqrt-clip1": "w16c-p4-stream-local-sqrt-clip1",
+               "rot-stream-local": "p4-rot-stream-local",
                "echo8-stream-local": "p4-echo8-stream-local"},
 }
 

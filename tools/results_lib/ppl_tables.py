@@ -216,12 +216,15 @@ def stream_summary_text(index: Index, text: str = "moby") -> str:
         return index.stats(row(name)).d
     closed = gap_closed(index, row("p4-stream-local"))
     closed_rot = gap_closed(index, row("p4-rot64-stream-local"))
+    sqrt = index.row(text, "w16c-" + TOOLKIT_BEST)
     return (f"with the compensator's state in stream units (`--compensator-units stream`, through each site's "
             f"post-norm; CPU reference and the one-GPU emulation) Echo 4-bit costs {d('p4-stream-local'):+.3f} and closes {percent(closed)} "
             f"of the uncompensated gap (in site units {d('p4-echo4'):+.2f}), {percent(closed_rot)} with the rotation "
             f"at group 64 (4.5 bits, {d('p4-rot64-stream-local'):+.3f}), and Echo 8-bit costs "
             f"{d('p4-echo8-stream-local'):+.4f} (site units {d('p4-echo8'):+.3f}, no compensation "
-            f"{d('p4-nocomp8'):+.4f})")
+            f"{d('p4-nocomp8'):+.4f}); with the post-norm's per-feature profile and a clip as well "
+            f"(`--compensator-profile sqrt --compensator-clip 1`, CPU reference) 4-bit closes "
+            f"{100 * gap_closed(index, sqrt):.1f}% ({index.stats(sqrt).d:+.3f}, rows made beside their own controls)")
 
 
 def stream_bound_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:

@@ -30,6 +30,10 @@ CANDIDATES: List[Tuple[str, Optional[Spec]]] = [
     # The local residual: with the global one each rank's residual x'_i - y / P cancels only in the
     # sum over ranks, which per-rank gains break (docs/results-gemma3.md).
     ("stream-local", Spec(compensator_units="stream", residual="local")),
+    # ... with the post-norm's per-feature profile and the clip (numerics 6.1 steps 6 and 7; the
+    # CPU reference only): on Gemma 3 the 4-bit setting that closes the most of the gap.
+    ("stream-local-sqrt-clip1", Spec(compensator_units="stream", residual="local", compensator_profile="sqrt",
+                                     compensator_clip=1.0)),
     ("rot-stream-local", Spec(rotation="hadamard", compensator_units="stream", residual="local")),
     ("echo8-stream-local", Spec(bits=8, compensator_units="stream", residual="local")),
 ]
@@ -54,6 +58,10 @@ def describe(spec: Optional[Spec]) -> str:
         words.append(f"{spec.compensator} compensator, {spec.residual} residual, eta {spec.eta:g}")
         if spec.compensator_units != _PLAIN.compensator_units:
             words.append(f"{spec.compensator_units} units")
+        if spec.compensator_profile != _PLAIN.compensator_profile:
+            words.append(f"profile {spec.compensator_profile}")
+        if spec.compensator_clip != _PLAIN.compensator_clip:
+            words.append(f"clip {spec.compensator_clip:g}")
     if spec.state_dtype != _PLAIN.state_dtype:
         words.append(f"{spec.state_dtype} state")
     return ", ".join(words)

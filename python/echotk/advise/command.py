@@ -93,8 +93,9 @@ def check_args(args) -> loading.Source:
 
 
 def candidates_for(args, post_norm: bool = True) -> list:
-    """A Candidate per entry of CANDIDATES; those above --bits-max are skipped, and those in
-    stream units where no site has a post-norm (every gain 1: their site-units rows)."""
+    """A Candidate per entry of CANDIDATES; those above --bits-max are skipped, those in
+    stream units where no site has a post-norm (every gain 1: their site-units rows), and those with
+    a compensator profile or clip on --device cuda (the emulation refuses them)."""
     out = []
     for name, spec in CANDIDATES:
         bits = 16.0 if spec is None else spec.wire_bits_per_element()
@@ -104,6 +105,9 @@ def candidates_for(args, post_norm: bool = True) -> list:
             c.skipped = f"{bits:g} wire bits > --bits-max {args.bits_max:g}"
         elif stream and not post_norm:
             c.skipped = "no site has a post-norm: stream units are the site units bit for bit"
+        elif (stream and args.device == "cuda"
+              and (spec.compensator_profile != "flat" or spec.compensator_clip != 0.0)):
+            c.skipped = "compensator profile and clip run in the CPU reference only"
         out.append(c)
     return out
 

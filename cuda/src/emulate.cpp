@@ -10,6 +10,7 @@
 #include "check.h"
 #include "echo/cuda/can_implement.h"
 #include "echo/site.h"
+#include "echo/spec_fields.h"
 #include "communicator_impl.h"
 #include "emulate_args.h"
 
@@ -52,7 +53,7 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
     return Status(StatusCode::kUnsupported,
                   std::string("emulate_allreduce: compensator profile '") +
                       compensator_profile_name(a.spec.compensator.profile) + "' and clip " +
-                      std::to_string(a.spec.compensator.clip) +
+                      float_text(a.spec.compensator.clip) +
                       " run in the CPU reference only (the emulation takes profile 'flat' and clip 0)");
   }
   if (needs_site(a.spec)) {

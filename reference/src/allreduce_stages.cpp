@@ -178,14 +178,16 @@ void prepare(const CallPlan& c, Buffers& b) {
 void apply(const CallPlan& c, const float* const* inputs, const CompensatorState* states,
            float* const* compensated, Buffers& b) {
   size_buffers(b.x_prime, c.ranks, c.count);
+  if (c.stream) {
+    b.gains.resize(static_cast<std::size_t>(c.ranks));
+    b.clip_bounds.resize(static_cast<std::size_t>(c.ranks));
+    profile_factors(c, b.profile);  // the site's, the same for every rank
+  }
   for (int r = 0; r < c.ranks; ++r) {
     Buffer& xp = b.x_prime[r];
     std::copy_n(inputs[r], c.count, xp.data());
     round_to_dtype(xp.data(), c.count, c.spec.dtype);
     if (c.stream) {
-      b.gains.resize(static_cast<std::size_t>(c.ranks));
-      b.clip_bounds.resize(static_cast<std::size_t>(c.ranks));
-      if (r == 0) profile_factors(c, b.profile);
       row_gains(c, xp.data(), b.gains[r], b.clip_bounds[r]);
       apply_in_stream_units(c, states[r], xp.data(), b.gains[r], b.clip_bounds[r], b.profile, xp.data());
     } else if (c.compensate) {

@@ -3,10 +3,10 @@
 #include "echo/compensator.h"
 
 #include <cmath>
-#include <sstream>
 #include <string>
 
 #include "echo/numerics/compensator_step.h"
+#include "echo/spec_fields.h"
 
 namespace echo {
 
@@ -68,13 +68,8 @@ Status CompensatorSpec::validate() const {
     return Status(StatusCode::kInvalidArgument, std::string("compensator state dtype must be float32 or bfloat16, got ") +
                                                     dtype_name(state_dtype));
   }
-  auto text = [](float v) {
-    std::ostringstream os;
-    os << v;
-    return os.str();
-  };
   if (!(clip >= 0.0f) || !std::isfinite(clip)) {
-    return Status(StatusCode::kInvalidArgument, "compensator clip must be finite and >= 0, got " + text(clip));
+    return Status(StatusCode::kInvalidArgument, "compensator clip must be finite and >= 0, got " + float_text(clip));
   }
   if (units != CompensatorUnits::kStream && profile != CompensatorProfile::kFlat) {
     return Status(StatusCode::kInvalidArgument, std::string("compensator profile '") + compensator_profile_name(profile) +
@@ -82,7 +77,7 @@ Status CompensatorSpec::validate() const {
                                                     "use profile 'flat', or units 'stream'");
   }
   if (units != CompensatorUnits::kStream && clip != 0.0f) {
-    return Status(StatusCode::kInvalidArgument, "compensator clip " + text(clip) +
+    return Status(StatusCode::kInvalidArgument, "compensator clip " + float_text(clip) +
                                                     " acts in compensator units 'stream' only (the units are 'site'): "
                                                     "use clip 0, or units 'stream'");
   }

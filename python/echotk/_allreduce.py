@@ -95,8 +95,7 @@ class AllReduce:
             # emulate_can_implement refuses them too); here before any GPU work or graph capture.
             raise ValueError(f"the CUDA path implements outliers 0 only (outliers sent exactly are CPU "
                              f"reference only), got outliers {self.spec.outliers}")
-        if torch.device(device).type == "cuda" and (self.spec.compensator_profile != "flat"
-                                                    or self.spec.compensator_clip != 0.0):
+        if torch.device(device).type == "cuda" and self.spec.has_profile_or_clip:
             raise ValueError(f"the CUDA path implements compensator_profile 'flat' and compensator_clip 0 only "
                              f"(the CPU reference's alone otherwise), got compensator_profile "
                              f"{self.spec.compensator_profile!r} and compensator_clip {self.spec.compensator_clip}")

@@ -286,6 +286,8 @@ def stream_combined_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) 
             out.append(f"{s.d:+.3f} {ci(*s.d_ci, '+.3f')}")
         return " / ".join(out)
 
+    eta_gain = 100 * (gap_closed(gemma, row("moby", COMBINED_BEST + "@eta0.85")) -
+                      gap_closed(gemma, row("moby", COMBINED_BEST)))
     drift = max(abs(gap_closed(gemma, row(t, "p4-stream-local")) -
                     gap_closed(gemma, gemma.row(t, "w16-p4-stream-local"))) for t in texts)
     return (f"The toolkit's stream-local row is {d('w16-', 'p4-stream-local')} in the 16-window rows above and "
@@ -308,7 +310,7 @@ def stream_combined_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) 
             f"paired against stream-local it is {against(TOOLKIT_BEST, 'p4-stream-local')}: "
             f"{reaches(TOOLKIT_BEST, 0.5)} the 50% goal "
             f"({' / '.join(f'{100 * (f - 0.5):+.1f}' for f in fractions(TOOLKIT_BEST))} points), and at eta 0.85 "
-            f"(where the calibrated gains gained 1.5 points on Moby-Dick) {closed(TOOLKIT_BEST + '-eta085')}. "
+            f"(where the calibrated gains gained {eta_gain:.1f} points on Moby-Dick) {closed(TOOLKIT_BEST + '-eta085')}. "
             f"With the rotation at group 64 (4.5 bits) the calibrated candidate closes "
             f"{closed('study-q4rot64-partial@local@prof0.5@clip1')} and the toolkit's mode "
             f"{closed('p4-rot64-stream-local-sqrt-clip1')} ({closed('p4-rot64-stream-local-sqrt-clip1-eta085')} at "

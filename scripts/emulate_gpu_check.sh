@@ -106,11 +106,14 @@ stage_test() {
 stage_bench() {
   local b=$build/bin/echo_cuda_emulate_bench args
   # elements ranks bits compensator dtype iterations [options]; the first line is the speed goal's,
-  # the last four the transport options beside it (docs/numerics.md 2.4, 2.6).
+  # then the transport options beside it (docs/numerics.md 2.4, 2.6), and the local residual in
+  # compensator units 'stream' without and with profile and clip (6.1).
   local runs=("16777216 4 4 dual bf16 50" "16777216 4 4 dual-local-bf16 bf16 50" "16777216 4 4 off bf16 50"
               "16777216 8 4 dual bf16 30" "16777216 4 8 dual fp16 30" "16777216 2 4 single fp32 30"
               "16777216 4 4 dual bf16 50 wide" "16777216 4 4 dual bf16 50 rotation"
-              "16777216 4 4 dual-local bf16 50 rotation" "16777216 4 4 dual bf16 50 wide-rotation")
+              "16777216 4 4 dual-local bf16 50 rotation" "16777216 4 4 dual bf16 50 wide-rotation"
+              "16777216 4 4 dual-local bf16 50" "16777216 4 4 dual-local bf16 50 stream"
+              "16777216 4 4 dual-local bf16 50 stream-sqrt-clip")
   for args in "${runs[@]}"; do
     echo "== echo_cuda_emulate_bench $args"
     # shellcheck disable=SC2086  # args are the tool's word list

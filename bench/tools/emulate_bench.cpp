@@ -6,10 +6,14 @@
 // dual-local, dual-bf16 (global, bf16 state), dual-local-bf16. options: none (overflow-groups
 // poison, no rotation: the kernel without the options' code), wide (overflow-groups wide, the
 // default spec's; the data stays below the fp16 scale limit, so this is the cost of the variant
-// alone), rotation (Hadamard, poison), wide-rotation (docs/numerics.md 2.4, 2.6). The traffic
-// counted is what the kernel must move: every rank's input read, the output written, and every
-// rank's averages read and written; the copy moves half that many bytes (each read once and
-// written once).
+// alone), rotation (Hadamard, poison), wide-rotation (docs/numerics.md 2.4, 2.6), stream
+// (compensator units 'stream' at a post-norm site of rows of kStreamRow elements, weights
+// 1 + 0.75 sin(0.37 j): the rows' gains kernel, then the main kernel in the rotation's
+// instantiation, which serves the units), stream-sqrt-clip (the same with profile 'sqrt' and clip
+// 1, numerics 6.1 steps 6 and 7). The traffic counted is what the kernel must move: every rank's
+// input read, the output written, and every rank's averages read and written (the stream units'
+// second read of the inputs, for the rows' RMS, is not counted: it is their cost); the copy moves
+// half that many bytes (each read once and written once).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -21,8 +25,11 @@
 #include <string>
 #include <vector>
 
+#include <cmath>
+
 #include "echo/cuda/emulate.h"
 #include "echo/dtype.h"
+#include "echo/site.h"
 
 using namespace echo;
 
@@ -32,7 +39,10 @@ constexpr const char* kUsage =
     "usage: echo_cuda_emulate_bench [elements] [ranks] [bits] [compensator] [dtype] [iterations] [options]\n"
     "  compensator: off, single, dual, dual-local, dual-bf16, dual-local-bf16\n"
     "  dtype: bf16, fp16, fp32\n"
-    "  options: none, wide, rotation, wide-rotation\n";
+    "  options: none, wide, rotation, wide-rotation, stream, stream-sqrt-clip\n";
+
+// The post-norm's width in the stream options (elements divides it: rows of the message).
+constexpr std::size_t kStreamRow = 1024;
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "echo_cuda_emulate_bench: %s\n", what.c_str());
@@ -115,8 +125,14 @@ int main(int argc, char** argv) {
   const std::string dtype_arg = argc > 5 ? argv[5] : "bf16";
   const int iterations = static_cast<int>(number(argc, argv, 6, 50, 1, 100000, "iterations"));
   const std::string options = argc > 7 ? argv[7] : "none";
-  if (options != "none" && options != "wide" && options != "rotation" && options != "wide-rotation") {
+  if (options != "none" && options != "wide" && options != "rotation" && options != "wide-rotation" &&
+      options != "stream" && options != "stream-sqrt-clip") {
     usage_error("unknown options '" + options + "'");
+  }
+  const bool stream_units = options.rfind("stream", 0) == 0;
+  if (stream_units && n % kStreamRow != 0) {
+    usage_error("the stream options need elements divisible by " + std::to_string(kStreamRow) + ", got " +
+                std::to_string(n));
   }
   const auto dtype = parse_dtype(dtype_arg);
   if (!dtype) usage_error("unknown dtype '" + dtype_arg + "'");
@@ -127,6 +143,11 @@ int main(int argc, char** argv) {
   spec.compensator = compensator_of(comp_name);
   spec.quant.overflow = options.find("wide") != std::string::npos ? OverflowGroups::kWide : OverflowGroups::kPoison;
   if (options.find("rotation") != std::string::npos) spec.quant.rotation = Rotation::kHadamard;
+  if (stream_units) spec.compensator.units = CompensatorUnits::kStream;
+  if (options == "stream-sqrt-clip") {
+    spec.compensator.profile = CompensatorProfile::kSqrt;
+    spec.compensator.clip = 1.0f;
+  }
   const std::size_t es = dtype_size(spec.dtype);
 
   cudaStream_t stream;
@@ -159,6 +180,19 @@ int main(int argc, char** argv) {
   args.parts = parts;
   args.out = out;
   args.workspace = workspace;
+  void* gains = nullptr;
+  void* weights = nullptr;
+  if (stream_units) {
+    std::vector<float> w(kStreamRow);
+    for (std::size_t j = 0; j < w.size(); ++j) w[j] = 1.0f + 0.75f * std::sin(0.37f * static_cast<float>(j));
+    args.site = post_norm_site(w);
+    args.gains_bytes = cuda::emulate_gains_bytes(spec, P, n, args.site);
+    ok(cudaMalloc(&gains, args.gains_bytes), "cudaMalloc gains");
+    ok(cudaMalloc(&weights, w.size() * 4), "cudaMalloc weights");
+    ok(cudaMemcpy(weights, w.data(), w.size() * 4, cudaMemcpyHostToDevice), "upload weights");
+    args.gains = gains;
+    args.weights = static_cast<const float*>(weights);
+  }
   args.state_bytes = cuda::emulate_state_bytes(spec, P, n);
   if (args.state_bytes != 0) {
     ok(cudaMalloc(&state, args.state_bytes), "cudaMalloc state");
@@ -199,12 +233,13 @@ int main(int argc, char** argv) {
   ok(cudaGetDevice(&device), "cudaGetDevice");
   ok(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   std::printf("device: %s\n", prop.name);
-  std::printf("emulation: P=%d n=%zu %s, %d-bit, group %d, %s, compensator %s (%s residual, %s state), "
-              "overflow-groups %s, rotation %s, %d iterations\n",
+  std::printf("emulation: P=%d n=%zu %s, %d-bit, group %d, %s, compensator %s (%s residual, %s state, units %s, "
+              "profile %s, clip %g), overflow-groups %s, rotation %s, %d iterations\n",
               P, n, dtype_name(spec.dtype), bits, spec.quant.group, quantizer_name(spec.quant.kind),
               compensator_mode_name(spec.compensator.mode), residual_mode_name(spec.compensator.residual),
-              dtype_name(spec.compensator.state_dtype), overflow_groups_name(spec.quant.overflow),
-              rotation_name(spec.quant.rotation), iterations);
+              dtype_name(spec.compensator.state_dtype), compensator_units_name(spec.compensator.units),
+              compensator_profile_name(spec.compensator.profile), static_cast<double>(spec.compensator.clip),
+              overflow_groups_name(spec.quant.overflow), rotation_name(spec.quant.rotation), iterations);
   std::printf("emulation median %.4f ms, traffic %.3f GB: %.1f GB/s (poisoned groups %zu)\n", emu_ms, traffic / 1e9,
               emu_gbs, report.poisoned_groups);
   std::printf("d2d copy median %.4f ms before, %.4f ms after, %.3f GB copied: %.1f GB/s (read + write)\n", copy_ms,
@@ -216,6 +251,8 @@ int main(int argc, char** argv) {
   cudaFree(state);
   cudaFree(copy_src);
   cudaFree(copy_dst);
+  cudaFree(gains);
+  cudaFree(weights);
   cudaStreamDestroy(stream);
   return 0;
 }

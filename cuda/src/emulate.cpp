@@ -10,7 +10,6 @@
 #include "check.h"
 #include "echo/cuda/can_implement.h"
 #include "echo/site.h"
-#include "echo/spec_fields.h"
 #include "communicator_impl.h"
 #include "emulate_args.h"
 
@@ -49,15 +48,16 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
     return Status(s.code(), "emulate_allreduce: " + s.message());
   }
   if (a.count == 0) return invalid("count must be >= 1");
-  if (a.spec.compensator.profile != CompensatorProfile::kFlat || a.spec.compensator.clip != 0.0f) {
-    return Status(StatusCode::kUnsupported,
-                  std::string("emulate_allreduce: compensator profile '") +
-                      compensator_profile_name(a.spec.compensator.profile) + "' and clip " +
-                      float_text(a.spec.compensator.clip) +
-                      " run in the CPU reference only (the emulation takes profile 'flat' and clip 0)");
-  }
+  const bool profile = a.spec.compensator.profile == CompensatorProfile::kSqrt;
   if (needs_site(a.spec)) {
-    if (Status s = validate_site(a.site, a.count, a.spec.compensator); !s.ok()) return invalid(s.message());
+    // The kernels read profile 'sqrt''s weights on the device: host weights are checked where given.
+    CompensatorSpec host_check = a.spec.compensator;
+    if (a.site.weights.empty()) host_check.profile = CompensatorProfile::kFlat;
+    if (Status s = validate_site(a.site, a.count, host_check); !s.ok()) return invalid(s.message());
+    if (profile && a.site.has_post_norm && a.weights == nullptr) {
+      return invalid("compensator profile 'sqrt' at a site with a post-norm needs the norm's weights on the device "
+                     "(EmulateArguments::weights, " + std::to_string(a.site.row_length) + " fp32)");
+    }
   }
   const std::size_t es = dtype_size(a.spec.dtype);
   const auto ranks = static_cast<std::size_t>(a.ranks);
@@ -91,6 +91,7 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
                      std::to_string(gains) + " bytes of device memory)");
     }
     if (!aligned_to(a.gains, 8)) return invalid("gains is not 8-byte aligned");
+    if (profile && !aligned_to(a.weights, 4)) return invalid("weights is not 4-byte aligned");
     if (a.gains_bytes < gains) {
       return invalid("gains holds " + std::to_string(a.gains_bytes) + " bytes, the call needs " + std::to_string(gains) +
                      " (emulate_gains_bytes)");
@@ -104,6 +105,7 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
   if (comp) buffers->push_back({"state", a.state, need});
   if (a.compensated != nullptr) buffers->push_back({"compensated", a.compensated, a.count * 4 * ranks});
   if (gains != 0) buffers->push_back({"gains", a.gains, gains});
+  if (gains != 0 && profile) buffers->push_back({"weights", a.weights, a.site.row_length * sizeof(float)});
   for (std::size_t i = 0; i < buffers->size(); ++i) {
     for (std::size_t j = i + 1; j < buffers->size(); ++j) {
       const Buffer& x = (*buffers)[i];
@@ -143,8 +145,7 @@ std::size_t emulate_state_bytes(const AllReduceSpec& spec, int ranks, std::size_
 }
 
 std::size_t emulate_gains_bytes(const AllReduceSpec& spec, int ranks, std::size_t count, const SiteInfo& site) {
-  if (!needs_site(spec) || !site.has_post_norm || site.row_length == 0 || ranks < 1) return 0;
-  return sizeof(numerics::StreamGains) * static_cast<std::size_t>(ranks) * (count / site.row_length);
+  return emulate_gains_layout(spec, ranks, count, site).total_bytes;
 }
 
 Status emulate_reset_state(void* state, std::size_t state_bytes, cudaStream_t stream) {
@@ -199,11 +200,17 @@ Status emulate_allreduce(const EmulateArguments& args, cudaStream_t stream) {
   p.wide_groups = spec.quant.overflow == OverflowGroups::kWide;
   p.rotate = spec.quant.rotation == Rotation::kHadamard;
   p.report = static_cast<EmulateDeviceReport*>(args.workspace);
-  if (emulate_gains_bytes(spec, args.ranks, args.count, args.site) != 0) {
-    p.stream_gains = static_cast<numerics::StreamGains*>(args.gains);
+  const EmulateGainsLayout gains = emulate_gains_layout(spec, args.ranks, args.count, args.site);
+  if (gains.total_bytes != 0) {
+    char* scratch = static_cast<char*>(args.gains);
+    p.stream_gains = reinterpret_cast<numerics::StreamGains*>(scratch);
     p.row_length = args.site.row_length;
     p.stream_rows = args.count / args.site.row_length;
     p.weight_rms = args.site.weight_rms;
+    p.clip = spec.compensator.clip;
+    p.clip_bounds = gains.bounds_offset != 0 ? reinterpret_cast<float*>(scratch + gains.bounds_offset) : nullptr;
+    p.profile_factors = gains.factors_offset != 0 ? reinterpret_cast<float*>(scratch + gains.factors_offset) : nullptr;
+    p.weights = p.profile_factors != nullptr ? args.weights : nullptr;
   }
 
   // The call's report starts from zero (poisoned count, backward max); the kernels fill it.

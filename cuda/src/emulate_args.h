@@ -66,12 +66,46 @@ struct EmulateParams {
   std::size_t stream_rows;         // rows per rank: count / row_length
   std::size_t row_length;          // elements per row (the post-norm's width)
   float weight_rms;                // w: RMS of the post-norm's effective weights
+  // Steps 6 and 7 where the spec asks for them (else null), in the gains scratch after the gains
+  // (EmulateGainsLayout): the clip's bound of rank r's row t at clip_bounds[r * stream_rows + t],
+  // and profile 'sqrt''s factor f_j at profile_factors[j], formed from the device weights.
+  float* clip_bounds;
+  float* profile_factors;
+  const float* weights;            // [row_length] the post-norm's effective weights (profile 'sqrt')
+  float clip;
 };
+
+// The gains scratch of a call in stream units at a post-norm site: the rows' gains of every rank,
+// then (clip > 0) their clip bounds, then (profile 'sqrt') the site's profile factors; offsets in
+// bytes, 0 for a part the call does not use.
+struct EmulateGainsLayout {
+  std::size_t bounds_offset = 0;
+  std::size_t factors_offset = 0;
+  std::size_t total_bytes = 0;  // 0 when the call needs no scratch
+};
+
+inline EmulateGainsLayout emulate_gains_layout(const AllReduceSpec& spec, int ranks, std::size_t count,
+                                               const SiteInfo& site) {
+  EmulateGainsLayout l;
+  if (!needs_site(spec) || !site.has_post_norm || site.row_length == 0 || ranks < 1) return l;
+  const std::size_t rows = static_cast<std::size_t>(ranks) * (count / site.row_length);
+  l.total_bytes = sizeof(numerics::StreamGains) * rows;
+  if (spec.compensator.clip > 0.0f) {
+    l.bounds_offset = l.total_bytes;
+    l.total_bytes += sizeof(float) * rows;
+  }
+  if (spec.compensator.profile == CompensatorProfile::kSqrt) {
+    l.factors_offset = l.total_bytes;
+    l.total_bytes += sizeof(float) * site.row_length;
+  }
+  return l;
+}
 
 // Launchers of the emulation kernels (kernels/emulate/allreduce.cu), dtype and P dispatched there.
 // Backward calls: max |x'| over every rank into report->max_abs_bits (zeroed before).
 cudaError_t emulate_backward_max(DType dtype, const EmulateParams& p, cudaStream_t stream);
-// Stream units: the gains of every rank's rows into p.stream_gains (numerics 6.1 steps 1-3).
+// Stream units: the gains of every rank's rows into p.stream_gains (numerics 6.1 steps 1-3), their
+// clip bounds into p.clip_bounds (step 7) and the profile factors into p.profile_factors (step 6).
 cudaError_t emulate_stream_gains(DType dtype, const EmulateParams& p, cudaStream_t stream);
 // The quantized owner all-reduce, or (exact) the exact small-message path.
 cudaError_t emulate_main(DType dtype, bool exact, const EmulateParams& p, cudaStream_t stream);

@@ -95,10 +95,6 @@ class AllReduce:
             # emulate_can_implement refuses them too); here before any GPU work or graph capture.
             raise ValueError(f"the CUDA path implements outliers 0 only (outliers sent exactly are CPU "
                              f"reference only), got outliers {self.spec.outliers}")
-        if torch.device(device).type == "cuda" and self.spec.has_profile_or_clip:
-            raise ValueError(f"the CUDA path implements compensator_profile 'flat' and compensator_clip 0 only "
-                             f"(the CPU reference's alone otherwise), got compensator_profile "
-                             f"{self.spec.compensator_profile!r} and compensator_clip {self.spec.compensator_clip}")
         self.ranks = ranks
         self.device = _device(device)
         self.dtype = self.spec.dtype
@@ -124,7 +120,7 @@ class AllReduce:
         state = self._states[direction]
         n = parts.shape[1]
         if parts.device.type == "cuda":
-            out = self._call_cuda(parts, state, direction, site_row, site_weight_rms)
+            out = self._call_cuda(parts, state, direction, site_row, site_weight_rms, site_weights)
             return out.view(torch.uint16) if raw_bits else out
         if state.m1 is None or state.m1.shape[1] != n:
             if state.live:
@@ -156,11 +152,17 @@ class AllReduce:
             return 0, 0.0, None
         if scale.dim() != 1:
             raise ValueError(f"site {site.index}: the post-norm's weight has shape {list(scale.shape)}, not [hidden]")
-        weights = scale if self.spec.compensator_profile != "flat" else None
+        weights = None
+        if self.spec.compensator_profile != "flat":
+            bad = torch.nonzero(~torch.isfinite(scale))
+            if bad.numel() != 0:
+                raise ValueError(f"site {site.index}: the post-norm's weight {int(bad[0])} is not finite "
+                                 f"(compensator_profile {self.spec.compensator_profile!r} reads the weights)")
+            weights = scale
         return scale.numel(), float(_C.post_norm_weight_rms(scale.numpy())), weights
 
     def _call_cuda(self, parts: torch.Tensor, state: _DirectionState, direction: str, site_row: int,
-                   site_weight_rms: float) -> torch.Tensor:
+                   site_weight_rms: float, site_weights: Optional[torch.Tensor]) -> torch.Tensor:
         n = parts.shape[1]
         if state.state is None or state.n != n:
             if state.live:
@@ -172,7 +174,7 @@ class AllReduce:
             state.n = n
         out, workspace, compensated = torch.ops.echotk.emulate_allreduce(
             parts, state.state, self._key, self.ranks, direction, not state.live, self.norms, site_row,
-            site_weight_rms)
+            site_weight_rms, None if site_weights is None else site_weights.to(parts.device))
         state.live = True
         self._read_report = functools.partial(AllReduceReport.from_device, direction, workspace, parts,
                                               compensated, out)

@@ -34,12 +34,6 @@ class _SpecMethods:
         poison would give NaN)."""
         return self.outliers == 0 and self.rotation == "none"
 
-    @property
-    def has_profile_or_clip(self) -> bool:
-        """Whether compensator_profile is not 'flat' or compensator_clip is not 0 (numerics 6.1
-        steps 6 and 7): the CPU reference runs them, the CUDA paths refuse them."""
-        return self.compensator_profile != "flat" or self.compensator_clip != 0.0
-
     def wire_bits_per_element(self) -> float:
         """Bits on the wire per element of a full group: codes, parameters and outlier entries
         (QuantSpec::wire_bits_per_element; 4.25, 4.5, 4.75 at 4 bits, group 128, outliers 0, 1, 2)."""

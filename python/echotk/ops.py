@@ -11,7 +11,8 @@ workspace, compensated)` runs the one-GPU emulation kernel on CUDA tensors, on t
 with no host synchronization (CUDA graphs capture it): `state` is the direction's opaque uint8
 compensator state (mutated; reset first when fresh), `workspace` holds the report on the device
 (_C.report_from_workspace decodes a host copy), `compensated` is x' [P, n] fp32 when
-keep_compensated, else empty. `echotk::exact_allreduce(parts, dtype, ranks) -> (out, report)` is
+keep_compensated, else empty; site_row, site_weight_rms and site_weights ([site_row] fp32 on the
+same GPU) give the call's site as for echotk::allreduce. `echotk::exact_allreduce(parts, dtype, ranks) -> (out, report)` is
 the exact sum on either device. (echotk.distributed declares `echotk::comm_allreduce`, beside the
 communicators it calls.)
 """
@@ -70,8 +71,9 @@ def state_bytes(spec: str, ranks: int, n: int) -> int:
 
 @torch.library.custom_op("echotk::emulate_allreduce", mutates_args=("state",))
 def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks: int, direction: str,
-                      fresh: bool, keep_compensated: bool, site_row: int = -1,
-                      site_weight_rms: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                      fresh: bool, keep_compensated: bool, site_row: int = -1, site_weight_rms: float = 0.0,
+                      site_weights: Optional[torch.Tensor] = None
+                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     if parts.device.type != "cuda":
         raise ValueError(f"parts is on {parts.device}; echotk::emulate_allreduce takes CUDA tensors")
     require_cuda_build()
@@ -88,12 +90,14 @@ def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks
     with torch.cuda.device(parts.device):
         # The kernel runs on the caller's current stream (CUDA graphs capture it there).
         _C.allreduce_cuda(handle, direction, parts, out, state, fresh, workspace, compensated, site_row,
-                          site_weight_rms, gains, torch.cuda.current_stream(parts.device).cuda_stream)
+                          site_weight_rms, gains, site_weights,
+                          torch.cuda.current_stream(parts.device).cuda_stream)
     return out, workspace, compensated
 
 
 @emulate_allreduce.register_fake
-def _(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row=-1, site_weight_rms=0.0):
+def _(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row=-1, site_weight_rms=0.0,
+      site_weights=None):
     n = parts.shape[1]
     return (parts.new_empty(n), parts.new_empty(_C.WORKSPACE_BYTES, dtype=torch.uint8),
             parts.new_empty((ranks, n) if keep_compensated else (0,), dtype=torch.float32))

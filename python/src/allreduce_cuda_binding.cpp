@@ -3,9 +3,11 @@
 // left on the device in a uint8 workspace. Everything is enqueued on the caller's stream.
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include <cuda_runtime_api.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
@@ -64,7 +66,8 @@ std::size_t gains_bytes_for(const SpecHandle& h, const std::string& direction, s
 // site_row, site_weight_rms: the call's site (site_of); gains: uint8 [gains_bytes] scratch.
 void allreduce_cuda(const SpecHandle& h, const std::string& direction, AnyArray parts, AnyArray out,
                     AnyArray state, bool fresh, AnyArray workspace, AnyArray compensated, std::int64_t site_row,
-                    double site_weight_rms, AnyArray gains, std::uintptr_t stream_handle) {
+                    double site_weight_rms, AnyArray gains, std::optional<AnyArray> site_weights,
+                    std::uintptr_t stream_handle) {
   // Wide groups and the rotation run in the emulation; emulate_can_implement and emulate_allreduce
   // refuse outliers sent exactly (can_implement_transport; kUnsupported, raised as RuntimeError).
   echo::cuda::EmulateArguments args;
@@ -88,6 +91,13 @@ void allreduce_cuda(const SpecHandle& h, const std::string& direction, AnyArray 
                          {"gains", &gains}});
   args.gains = gains_bytes != 0 ? gains.data() : nullptr;
   args.gains_bytes = gains_bytes;
+  // Compensator profile 'sqrt' reads the post-norm's weights on the device (emulate_can_implement
+  // names them when they are missing).
+  if (site_weights && args.site.has_post_norm && args.spec.compensator.profile == echo::CompensatorProfile::kSqrt) {
+    check_float32(*site_weights, "site_weights", {site_row}, kCuda);
+    check_same_gpu(parts, {{"site_weights", &*site_weights}});
+    args.weights = static_cast<const float*>(site_weights->data());
+  }
 
   args.count = n;
   args.parts = parts.data();
@@ -154,12 +164,14 @@ void download_state_cuda(const SpecHandle& h, AnyArray state, std::size_t n, Any
 void register_allreduce_cuda(nb::module_& m) {
   m.def("allreduce_cuda", &allreduce_cuda, nb::arg("spec"), nb::arg("direction"), nb::arg("parts"),
         nb::arg("out"), nb::arg("state"), nb::arg("fresh"), nb::arg("workspace"), nb::arg("compensated"),
-        nb::arg("site_row"), nb::arg("site_weight_rms"), nb::arg("gains"), nb::arg("stream"),
+        nb::arg("site_row"), nb::arg("site_weight_rms"), nb::arg("gains"), nb::arg("site_weights").none(),
+        nb::arg("stream"),
         "echo::cuda::emulate_allreduce of parts [P, n] into out [n] on `stream` (a cudaStream_t as an "
         "integer); state: uint8 [state_bytes], reset first when fresh; workspace: uint8 "
         "[WORKSPACE_BYTES], receives the report; compensated: fp32 [P, n] receives x', or empty; "
         "site_row, site_weight_rms: the call's site (-1: none given; 0: no post-norm); gains: uint8 "
-        "[emulate_gains_bytes] scratch.");
+        "[emulate_gains_bytes] scratch; site_weights: the post-norm's weights [site_row] fp32 on the GPU "
+        "(compensator profile 'sqrt'), or None.");
   m.def("emulate_gains_bytes", &gains_bytes_for, nb::arg("spec"), nb::arg("direction"), nb::arg("n"),
         nb::arg("site_row"), nb::arg("site_weight_rms"),
         "Bytes of one call's gains scratch (compensator units 'stream' at a post-norm site; else 0).");

@@ -9,7 +9,7 @@ import echotk
 from echotk.capture import write_trace
 from echotk.nn import ATTENTION, MLP, Site
 from echotk.tensor_parallel import tensor_parallel_group
-from conftest import bits, tiny_gemma3
+from conftest import REPO, bits, tiny_gemma3
 
 RANKS, TOKENS, HIDDEN, SITES = 4, 3, 64, 4
 STREAM = echotk.Spec(compensator_units="stream", residual="local")
@@ -96,12 +96,6 @@ def test_a_clip_out_of_range_is_a_value_error(clip):
         echotk.Spec(compensator_units="stream", compensator_clip=clip)
 
 
-def test_the_cuda_path_refuses_the_profile_and_the_clip():
-    # Before any GPU work: the emulation implements profile 'flat' and clip 0 only.
-    with pytest.raises(ValueError, match="compensator_profile"):
-        echotk.AllReduce(RANKS, SQRT_CLIP, device="cuda")
-
-
 def test_the_op_checks_the_site_weights():
     """profile 'sqrt' without the weights, or with weights of another length or dtype: ValueError
     naming what is missing or wrong (the op straight, as a caller without echotk.AllReduce would)."""
@@ -118,6 +112,15 @@ def test_the_op_checks_the_site_weights():
     with pytest.raises(ValueError, match="site_weights"):
         call(w.double())
     call(w)
+
+
+def test_a_weight_that_is_not_finite_is_a_value_error():
+    w = weights()[0].clone()
+    w[5] = float("nan")
+    ar = echotk.AllReduce(RANKS, SQRT_CLIP)
+    with pytest.raises(ValueError, match="weight 5 is not finite"):
+        ar(contributions()[0].bfloat16(), site=Site(0, 0, w))
+    ar(contributions()[0].bfloat16(), site=Site(0, 0, weights()[0]))
 
 
 @pytest.mark.parametrize("spec,flags", [(STREAM, []),
@@ -194,8 +197,14 @@ def test_pre_norm_models_record_no_post_norm(tmp_path):
                     reason="needs a CUDA device and echotk built with CUDA")
 @pytest.mark.parametrize("spec", [STREAM, echotk.Spec(compensator_units="stream", residual="local", rotation="hadamard"),
                                   echotk.Spec(compensator_units="stream", bits=8, compensator="single"),
-                                  echotk.Spec(compensator_units="stream", residual="local", exact_max_count=4096)],
-                         ids=["local", "local-rotation", "global-8bit-single", "exact-path"])
+                                  echotk.Spec(compensator_units="stream", residual="local", exact_max_count=4096),
+                                  SQRT_CLIP,
+                                  echotk.Spec(compensator_units="stream", rotation="hadamard", compensator_profile="sqrt",
+                                              compensator_clip=0.5),
+                                  echotk.Spec(compensator_units="stream", residual="local", compensator="single",
+                                              compensator_clip=0.05, exact_max_count=4096)],
+                         ids=["local", "local-rotation", "global-8bit-single", "exact-path", "sqrt-clip1",
+                              "rotation-global-sqrt-clip0.5", "exact-path-clip0.05"])
 def test_the_gpu_emulation_is_the_reference_bit_for_bit(spec):
     """device='cuda' (echo::cuda::emulate_allreduce with the site's gains scratch) against the CPU
     reference: every output and the final states, over sites with and without a post-norm, two
@@ -216,3 +225,52 @@ def test_the_gpu_emulation_is_the_reference_bit_for_bit(spec):
                     np.testing.assert_array_equal(a.numpy().view(np.uint32), b.numpy().view(np.uint32))
     with pytest.raises(ValueError, match="site"):
         gpu(x[0].cuda())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not getattr(echotk._C, "HAS_CUDA", False),
+                    reason="needs a CUDA device and echotk built with CUDA")
+def test_the_gpu_op_needs_the_weights_for_the_profile():
+    """profile 'sqrt' on the GPU op without the weights: the emulation's check names them."""
+    x = contributions(4)[0].bfloat16().cuda()
+    w = weights()[0]
+    rms = float(echotk._C.post_norm_weight_rms(w.numpy()))
+    state = torch.empty(echotk.ops.state_bytes(SQRT_CLIP.key(), RANKS, x.shape[1]), dtype=torch.uint8, device="cuda")
+    call = lambda weights: torch.ops.echotk.emulate_allreduce(x, state, SQRT_CLIP.key(), RANKS, "forward", True, False,
+                                                              HIDDEN, rms, weights)
+    with pytest.raises((ValueError, RuntimeError), match="weights on the device"):
+        call(None)
+    with pytest.raises(ValueError, match="site_weights"):
+        call(w[:-1].cuda())
+    call(w.cuda())
+
+
+STREAM_CASES = ["stream-4bit-dual-local-bf16-p4", "stream-8bit-dual-fp32-p3", "stream-4bit-sqrt-clip-local-bf16-p4"]
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available() or not getattr(echotk._C, "HAS_CUDA", False),
+    reason="needs a CUDA device and echotk built with CUDA"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", STREAM_CASES)
+def test_echotk_delivers_the_conformance_outputs_of_the_stream_cases(case, device):
+    """The conformance pack's stream cases (docs/conformance.md) through echotk.AllReduce, each
+    site's post-norm from the trace's /post_norm_weights: every output bit for bit the pack's."""
+    h5py = pytest.importorskip("h5py")
+    import json
+    pack = REPO / "data" / "conformance"
+    entry = next(c for c in json.loads((pack / "manifest.json").read_text())["cases"] if c["name"] == case)
+    spec = echotk.Spec(dtype=entry["dtype"], **{k.replace("-", "_"): v for k, v in entry["spec"].items()})
+    with h5py.File(pack / entry["trace"], "r") as f:
+        x = torch.from_numpy(f["contributions"][:])
+        weights = torch.from_numpy(f["post_norm_weights"][:])
+        kinds = f["site_kind"][:] if "site_kind" in f else [k % 2 for k in range(x.shape[1])]
+    with h5py.File(pack / entry["outputs"], "r") as f:
+        expected = f["outputs"][:]
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[entry["dtype"]]
+    ar = echotk.AllReduce(entry["ranks"], spec, device=device)
+    for p in range(x.shape[0]):
+        ar.reset()
+        for k in range(x.shape[1]):
+            y = ar(x[p, k].to(dtype).to(device), site=Site(k, int(kinds[k]), weights[k]))
+            np.testing.assert_array_equal(y.float().cpu().numpy().view(np.uint32),
+                                          expected[p, k, 0].view(np.uint32), err_msg=f"pass {p} site {k}")

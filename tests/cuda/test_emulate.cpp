@@ -52,15 +52,18 @@ struct Case {
   bool stream = false;        // compensator units 'stream' (docs/numerics.md 6.1)
   std::size_t row_length = 0; // the call's site: a post-norm of this width (0: a site without one)
   float weight_scale = 1.0f;  // the post-norm's weights times this (its gain, as Gemma's differ by site)
+  float weight_swing = 0.75f; // the weights' sin amplitude (past 1: weights of both signs, near 0)
+  bool profile_sqrt = false;  // compensator profile 'sqrt' (numerics 6.1 step 6)
+  float clip = 0.0f;          // compensator clip (step 7)
 };
 
-// The call's site (c.stream): a post-norm of c.row_length effective weights 1 + 0.75 sin(0.37 i),
-// times c.weight_scale; none when c.row_length is 0.
+// The call's site (c.stream): a post-norm of c.row_length effective weights
+// 1 + c.weight_swing sin(0.37 i), times c.weight_scale; none when c.row_length is 0.
 SiteInfo site_of(const Case& c) {
   if (c.row_length == 0) return SiteInfo{};
   std::vector<float> w(c.row_length);
   for (std::size_t i = 0; i < w.size(); ++i) {
-    w[i] = c.weight_scale * (1.0f + 0.75f * std::sin(0.37f * static_cast<float>(i)));
+    w[i] = c.weight_scale * (1.0f + c.weight_swing * std::sin(0.37f * static_cast<float>(i)));
   }
   return post_norm_site(w);
 }
@@ -80,6 +83,8 @@ AllReduceSpec spec_of(const Case& c) {
   s.quant.overflow = c.overflow;
   s.quant.rotation = c.rotation;
   if (c.stream) s.compensator.units = CompensatorUnits::kStream;
+  if (c.profile_sqrt) s.compensator.profile = CompensatorProfile::kSqrt;
+  s.compensator.clip = c.clip;
   return s;
 }
 
@@ -91,7 +96,8 @@ std::string describe(const Case& c, std::size_t n, int pass, int call) {
          " overflow-groups " + overflow_groups_name(c.overflow) + " rotation " + rotation_name(c.rotation) +
          (c.eta_one ? " eta 1" : "") + (c.wide_values ? " wide values" : "") +
          (c.stream ? " units stream, row " + std::to_string(c.row_length) + " weights x" +
-                         std::to_string(c.weight_scale) : "") +
+                         std::to_string(c.weight_scale) + (c.profile_sqrt ? " profile sqrt" : "") +
+                         (c.clip != 0.0f ? " clip " + std::to_string(c.clip) : "") : "") +
          " shift " + std::to_string(c.shift) + " n=" + std::to_string(n) + " pass " + std::to_string(pass) +
          " call " + std::to_string(call);
 }
@@ -211,6 +217,7 @@ struct Rig {
   SiteInfo site;
   void* gains = nullptr;
   std::size_t gains_bytes = 0;
+  float* weights = nullptr;  // the site's weights on the device (profile 'sqrt')
   cudaStream_t stream = nullptr;
 
   Rig(const Case& c, std::size_t count) : ranks(c.ranks), n(count), spec(spec_of(c)), site(site_of(c)) {
@@ -235,6 +242,10 @@ struct Rig {
     forward.direction = Direction::kForward;
     gains_bytes = cuda::emulate_gains_bytes(forward, ranks, n, site);
     if (gains_bytes != 0) TEST_CUDA(cudaMalloc(&gains, gains_bytes));
+    if (c.profile_sqrt && !site.weights.empty()) {
+      TEST_CUDA(cudaMalloc(&weights, site.weights.size() * 4));
+      TEST_CUDA(cudaMemcpy(weights, site.weights.data(), site.weights.size() * 4, cudaMemcpyHostToDevice));
+    }
   }
   ~Rig() {
     cudaFree(parts_alloc);
@@ -243,6 +254,7 @@ struct Rig {
     for (void* s : state) cudaFree(s);
     cudaFree(compensated);
     cudaFree(gains);
+    cudaFree(weights);
     cudaStreamDestroy(stream);
   }
   void reset() {
@@ -265,6 +277,7 @@ struct Rig {
     a.site = site;
     a.gains = gains;
     a.gains_bytes = gains_bytes;
+    a.weights = weights;
     return a;
   }
   void upload(const std::vector<std::vector<float>>& in) {
@@ -680,6 +693,30 @@ BOOST_AUTO_TEST_CASE(stream_units) {
       c.ranks = 4;
       c.exact_max_count = 4096;
       check_case(c, {640, 4096}, 1, 4);
+    }
+  }
+  // Numerics 6.1 steps 6 and 7: profile 'sqrt' (weights of both signs and near 0, so the factors'
+  // floor acts) and a clip, alone and together, with and without the rotation, on the quantized
+  // and the exact path. A row's correction passes the clip's bound often at 0.5.
+  i = 0;
+  for (std::size_t row : {std::size_t{640}, std::size_t{100}, std::size_t{7}}) {
+    for (const CompConfig& k : kCompConfigs) {
+      if (k.mode == CompensatorMode::kOff) continue;
+      Case c = with_comp({}, k);
+      c.stream = true;
+      c.row_length = row;
+      c.weight_scale = i % 2 ? 40.0f : 0.5f;
+      c.weight_swing = 1.2f;
+      c.profile_sqrt = i % 3 != 1;
+      c.clip = i % 3 == 0 ? 0.0f : (i % 2 ? 0.5f : 2.0f);
+      c.bits = i % 4 == 2 ? 8 : 4;
+      c.dtype = kDTypes[i % 3];
+      c.ranks = 1 + (3 * i + 2) % kMaxRanks;
+      c.rotation = i % 4 == 1 ? Rotation::kHadamard : Rotation::kNone;
+      c.overflow = OverflowGroups::kWide;
+      c.exact_max_count = i % 5 == 4 ? 1u << 20 : 0;
+      check_case(c, {row * 8, row * 33}, 1, 4, i % 4 == 3);
+      ++i;
     }
   }
   // A site without a post-norm: the paper's compensator bit for bit (no gains scratch).

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "echo/allreduce.h"
@@ -92,15 +93,13 @@ BOOST_AUTO_TEST_CASE(arguments_are_checked) {
   refused(a, StatusCode::kUnsupported, "outliers sent exactly are CPU reference only");
   a.spec.quant.outliers = 3;  // invalid, not merely unsupported
   refused(a, StatusCode::kInvalidArgument, "outliers");
-  // Stream units are served; their profile 'sqrt' and a clip are the CPU reference's alone.
+  // Stream units are served with their profile and clip, which units 'site' refuse as invalid.
   a = good;
-  a.spec.compensator.units = CompensatorUnits::kStream;
+  a.spec.compensator.units = CompensatorUnits::kSite;
   a.spec.compensator.profile = CompensatorProfile::kSqrt;
-  refused(a, StatusCode::kUnsupported, "run in the CPU reference only");
+  refused(a, StatusCode::kInvalidArgument, "units 'stream' only");
   a.spec.compensator.profile = CompensatorProfile::kFlat;
   a.spec.compensator.clip = 1.0f;
-  refused(a, StatusCode::kUnsupported, "run in the CPU reference only");
-  a.spec.compensator.units = CompensatorUnits::kSite;  // invalid, not merely unsupported
   refused(a, StatusCode::kInvalidArgument, "units 'stream' only");
   // The state's size follows the compensator: none off, m1 alone single, m1 and m2 dual; bf16
   // averages take half.
@@ -156,6 +155,24 @@ BOOST_AUTO_TEST_CASE(stream_units_check_their_site_and_gains) {
   a = good;
   a.gains = at(0x40000000 + 256);
   refused(a, "state and gains overlap");
+  // Numerics 6.1 steps 6 and 7: a clip adds a bound per rank and row, profile 'sqrt' a factor per
+  // feature and needs the norm's weights on the device (a host copy, where given, is checked too).
+  a = good;
+  a.spec.compensator.clip = 1.0f;
+  BOOST_CHECK_EQUAL(cuda::emulate_gains_bytes(a.spec, 4, 1280, a.site), 64u + 4u * 4 * 2);
+  a.gains_bytes = 64;
+  refused(a, "gains holds 64 bytes, the call needs 96");
+  a.spec.compensator.profile = CompensatorProfile::kSqrt;
+  BOOST_CHECK_EQUAL(cuda::emulate_gains_bytes(a.spec, 4, 1280, a.site), 96u + 4u * 640);
+  a.gains_bytes = 96 + 4 * 640;
+  refused(a, "needs the norm's weights on the device (EmulateArguments::weights, 640 fp32)");
+  a.weights = static_cast<const float*>(at(0x60000002));
+  refused(a, "weights is not 4-byte aligned");
+  a.weights = static_cast<const float*>(at(0x50000000 + 64));
+  refused(a, "gains and weights overlap");
+  a.site.weights.assign(640, 1.0f);
+  a.site.weights[17] = std::numeric_limits<float>::infinity();
+  refused(a, "weight 17");
   // No gains where the units do not apply: backward calls, a site without a post-norm, the
   // compensator off, the paper's units.
   AllReduceSpec s = good.spec;

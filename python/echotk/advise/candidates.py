@@ -30,8 +30,8 @@ CANDIDATES: List[Tuple[str, Optional[Spec]]] = [
     # The local residual: with the global one each rank's residual x'_i - y / P cancels only in the
     # sum over ranks, which per-rank gains break (docs/results-gemma3.md).
     ("stream-local", Spec(compensator_units="stream", residual="local")),
-    # ... with the post-norm's per-feature profile and the clip (numerics 6.1 steps 6 and 7; the
-    # CPU reference only): on Gemma 3 the 4-bit setting that closes the most of the gap.
+    # ... with the post-norm's per-feature profile and the clip (numerics 6.1 steps 6 and 7): on
+    # Gemma 3 the 4-bit setting that closes the most of the gap.
     ("stream-local-sqrt-clip1", Spec(compensator_units="stream", residual="local", compensator_profile="sqrt",
                                      compensator_clip=1.0)),
     ("rot-stream-local", Spec(rotation="hadamard", compensator_units="stream", residual="local")),

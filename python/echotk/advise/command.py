@@ -105,8 +105,6 @@ def candidates_for(args, post_norm: bool = True) -> list:
             c.skipped = f"{bits:g} wire bits > --bits-max {args.bits_max:g}"
         elif stream and not post_norm:
             c.skipped = "no site has a post-norm: stream units are the site units bit for bit"
-        elif stream and args.device == "cuda" and spec.has_profile_or_clip:
-            c.skipped = "compensator profile and clip run in the CPU reference only"
         out.append(c)
     return out
 

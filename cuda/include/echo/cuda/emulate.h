@@ -63,10 +63,14 @@ struct EmulateArguments {
   // Compensator units 'stream' (docs/numerics.md 6.1): the call's site, as allreduce_at_site takes
   // it; ignored by every call that does not needs_site(spec). At a site with a post-norm the call
   // needs `gains`, device scratch of at least emulate_gains_bytes(spec, P, n, site) bytes (the rows'
-  // gains, written and read within the call; 8-byte aligned).
+  // gains, clip bounds and profile factors, written and read within the call; 8-byte aligned).
+  // Compensator profile 'sqrt' reads the post-norm's effective weights from `weights`, device
+  // [site.row_length] fp32, all finite (the kernels read them there; site.weights, the host's copy,
+  // is checked by validate_site where it is given and may be left empty).
   SiteInfo site;
   void* gains = nullptr;
   std::size_t gains_bytes = 0;
+  const float* weights = nullptr;
 };
 
 // Bytes of one pass direction's compensator state for P ranks of n elements: m1 (and m2 in the
@@ -75,8 +79,9 @@ struct EmulateArguments {
 // for another; a pass's forward and backward calls each need their own.
 std::size_t emulate_state_bytes(const AllReduceSpec& spec, int ranks, std::size_t count);
 
-// Bytes of the scratch a call at `site` needs for its rows' gains: 8 per rank and row (count /
-// site.row_length rows) where needs_site(spec) and the site has a post-norm, else 0.
+// Bytes of the scratch a call at `site` needs where needs_site(spec) and the site has a post-norm
+// (else 0): 8 per rank and row (count / site.row_length rows) for the rows' gains, 4 more per rank
+// and row with a clip, and 4 per feature (site.row_length) with profile 'sqrt'.
 std::size_t emulate_gains_bytes(const AllReduceSpec& spec, int ranks, std::size_t count, const SiteInfo& site);
 
 // Start of a pass: zero averages, and the next call applies no correction (as the reference does
@@ -85,10 +90,8 @@ Status emulate_reset_state(void* state, std::size_t state_bytes, cudaStream_t st
 
 // kInvalidArgument naming what is wrong (spec, ranks, count, a null or misaligned buffer, a state
 // or gains scratch too small, a site that does not serve the call (validate_site), overlapping
-// buffers, a buffer that is not device memory of the current device),
-// kUnsupported for the ring algorithm, for outliers sent exactly and for a compensator profile other
-// than 'flat' or a clip (the CPU reference's alone); Ok when emulate_allreduce can
-// run the call.
+// buffers, a buffer that is not device memory of the current device, compensator profile 'sqrt' at a post-norm site without device weights), kUnsupported for the ring algorithm
+// and for outliers sent exactly; Ok when emulate_allreduce can run the call.
 Status emulate_can_implement(const EmulateArguments& args);
 
 // One call on `stream`: enqueues and returns. Checks the arguments as emulate_can_implement does,

@@ -51,7 +51,9 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_backward_max_kernel(Emu
 
 // Compensator units 'stream' (docs/numerics.md 6.1 steps 1-3): one warp per rank and row. Lane l
 // sums the squares of the row's dtype(x) at l, l + 32, ... in turn, the xor butterfly leaves the
-// row's sum of squares q on every lane, and lane 0 stores the gains of rho = sqrt(q / H).
+// row's sum of squares q on every lane, and lane 0 stores the gains of rho = sqrt(q / H), and with a
+// clip the row's bound (step 7). With profile 'sqrt' the grid's threads first form the site's
+// factors f_j (step 6), one feature each.
 template <DType D>
 __global__ void __launch_bounds__(kBlockThreads) emulate_stream_gains_kernel(EmulateParams a) {
   static_assert(numerics::kRowLanes == 32, "a row's lane sums are a warp's lanes");
@@ -60,6 +62,13 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_stream_gains_kernel(Emu
   const std::size_t rows = static_cast<std::size_t>(a.ranks) * a.stream_rows;
   const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarpsPerBlock;
   const float n = static_cast<float>(a.row_length);
+  if (a.profile_factors != nullptr) {
+    const std::size_t threads = static_cast<std::size_t>(gridDim.x) * kBlockThreads;
+    for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * kBlockThreads + threadIdx.x; j < a.row_length;
+         j += threads) {
+      a.profile_factors[j] = numerics::profile_factor(a.weights[j], a.weight_rms);
+    }
+  }
   // w is uniform over the warp: every lane runs the butterfly's shuffles.
   for (std::size_t w = static_cast<std::size_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; w < rows; w += warps) {
     const std::size_t r = w / a.stream_rows;
@@ -72,7 +81,11 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_stream_gains_kernel(Emu
     for (int offset = numerics::kRowLanes / 2; offset >= 1; offset /= 2) {
       s = numerics::add_lanes(s, __shfl_xor_sync(0xFFFFFFFFu, s, offset));
     }
-    if (lane == 0) a.stream_gains[w] = numerics::stream_gains(a.weight_rms, numerics::row_rms(s, n));
+    if (lane == 0) {
+      const float rho = numerics::row_rms(s, n);
+      a.stream_gains[w] = numerics::stream_gains(a.weight_rms, rho);
+      if (a.clip_bounds != nullptr) a.clip_bounds[w] = numerics::clip_bound(a.clip, rho);
+    }
   }
 }
 

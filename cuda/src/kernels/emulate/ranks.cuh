@@ -46,17 +46,27 @@ __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
   return static_cast<const typename Elem<D>::T*>(a.parts) + static_cast<std::size_t>(r) * a.count;
 }
 
-// Stream units: rank r's gains of each element of the lane at s (the gains of the row holding it;
-// unit gains past the message's end). A row may end inside the lane.
+// Stream units: rank r's terms of each element of the lane at s: the gains of the row holding it
+// (unit gains past the message's end), and where the call has them the feature's profile factor
+// f_j and the row's clip bound (1 and 0 where it does not: unused). A row may end inside the lane.
 template <int E>
-__device__ __forceinline__ void lane_stream_gains(const EmulateParams& a, int r, const LaneSpot& s,
-                                                  numerics::StreamGains (&g)[E]) {
-  const numerics::StreamGains* rows = a.stream_gains + static_cast<std::size_t>(r) * a.stream_rows;
+struct RowTerms {
+  numerics::StreamGains gains[E];
+  float factor[E];
+  float bound[E];
+};
+
+template <int E>
+__device__ __forceinline__ void lane_row_terms(const EmulateParams& a, int r, const LaneSpot& s, RowTerms<E>& t) {
+  const std::size_t rank_rows = static_cast<std::size_t>(r) * a.stream_rows;
   std::size_t row = s.e0 / a.row_length;
   std::size_t within = s.e0 - row * a.row_length;
 #pragma unroll
   for (int k = 0; k < E; ++k) {
-    g[k] = k < s.valid ? rows[row] : numerics::unit_gains();
+    const bool inside = k < s.valid;
+    t.gains[k] = inside ? a.stream_gains[rank_rows + row] : numerics::unit_gains();
+    t.factor[k] = inside && a.profile_factors != nullptr ? a.profile_factors[within] : 1.0f;
+    t.bound[k] = inside && a.clip_bounds != nullptr ? a.clip_bounds[rank_rows + row] : 0.0f;
     if (++within == a.row_length) {
       within = 0;
       ++row;
@@ -64,17 +74,21 @@ __device__ __forceinline__ void lane_stream_gains(const EmulateParams& a, int r,
   }
 }
 
-// Stream units' apply (numerics 6.1 step 4): x' = x + fp32(c * R), c the correction of numerics 6;
-// a fresh state applies nothing, as apply_compensation.
+// Stream units' apply (numerics 6.1 steps 4, 6, 7): c = fp32(c0 * R), c0 the correction of
+// numerics 6, then fp32(c / f_j) with the profile and the clamp to the row's bound with a clip;
+// x' = fp32(x + c). A fresh state applies nothing, as apply_compensation.
 template <int E>
 __device__ __forceinline__ void apply_in_stream_units(const EmulateParams& a, int r, const LaneSpot& s, bool fresh,
                                                       const float (&m1)[E], const float (&m2)[E], float (&x)[E]) {
   if (fresh) return;
-  numerics::StreamGains g[E];
-  lane_stream_gains<E>(a, r, s, g);
+  RowTerms<E> t;
+  lane_row_terms<E>(a, r, s, t);
 #pragma unroll
   for (int k = 0; k < E; ++k) {
-    x[k] = numerics::compensate(x[k], numerics::from_stream(correction(a.comp, m1[k], m2[k]), g[k].from_stream));
+    float c = numerics::from_stream(correction(a.comp, m1[k], m2[k]), t.gains[k].from_stream);
+    if (a.profile_factors != nullptr) c = numerics::from_profile(c, t.factor[k]);
+    if (a.clip_bounds != nullptr) c = numerics::clip_correction(c, t.bound[k]);
+    x[k] = numerics::compensate(x[k], c);
   }
 }
 
@@ -199,17 +213,21 @@ __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpo
 }
 
 // Rank r's new averages from its residual u and its averages m1, m2 (loaded again), stored (lanes
-// inside the message only). Stream units (numerics 6.1 step 5): the averages take fp32(u * G).
+// inside the message only). Stream units (numerics 6.1 steps 5, 6): the averages take fp32(u * G),
+// times f_j with the profile.
 template <int E, bool kStream = false>
 __device__ __forceinline__ void update_loaded(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E],
                                               float (&m1)[E], float (&m2)[E]) {
   if constexpr (kStream) {
     if (a.stream_gains != nullptr) {
-      numerics::StreamGains g[E];
-      lane_stream_gains<E>(a, r, s, g);
+      RowTerms<E> t;
+      lane_row_terms<E>(a, r, s, t);
       float us[E];
 #pragma unroll
-      for (int k = 0; k < E; ++k) us[k] = numerics::to_stream(u[k], g[k].to_stream);
+      for (int k = 0; k < E; ++k) {
+        us[k] = numerics::to_stream(u[k], t.gains[k].to_stream);
+        if (a.profile_factors != nullptr) us[k] = numerics::to_profile(us[k], t.factor[k]);
+      }
       update_state<E>(a.comp, us, m1, m2);
       store_state_lane<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
       return;

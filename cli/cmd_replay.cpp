@@ -6,6 +6,9 @@
 
 #include "commands.h"
 #include "echo/cuda/can_implement.h"
+#ifdef ECHO_CLI_HAS_CUDA_BACKEND
+#include "echo/cuda/emulate.h"
+#endif
 #include "echo/replay.h"
 #include "spec_options.h"
 #ifdef ECHO_CLI_HAS_CUDA_BACKEND
@@ -81,14 +84,21 @@ void run_replay(const ReplayArgs& args) {
     check(name, spec.validate(trace.info().ranks));
     backend = make_cpu_backend(spec, trace.info().ranks);
   } else {
-    // What the CUDA path implements, refused as bad options before any GPU work (in every build).
-    if (Status s = cuda::can_implement(spec, trace.info().ranks); !s.ok()) {
-      fail(name, kExitBadInput, "--backend cuda: " + s.message());
-    }
+    // What the CUDA path implements, refused as bad options before any GPU work (in every build
+    // with the CUDA library; the emulation's check is part of it).
+    const bool emulate = args.backend == "emulate";
 #ifdef ECHO_CLI_HAS_CUDA_BACKEND
-    check(name, make_cuda_backend(spec, trace.info().ranks, &backend));
+    const Status implemented = emulate ? cuda::emulate_can_implement_spec(spec, trace.info().ranks)
+                                       : cuda::can_implement(spec, trace.info().ranks);
 #else
-    fail(name, kExitBadInput, "--backend cuda: this echotk was built without CUDA");
+    const Status implemented = emulate ? Status::Ok() : cuda::can_implement(spec, trace.info().ranks);
+#endif
+    if (!implemented.ok()) fail(name, kExitBadInput, "--backend " + args.backend + ": " + implemented.message());
+#ifdef ECHO_CLI_HAS_CUDA_BACKEND
+    check(name, emulate ? make_emulate_backend(spec, trace.info().ranks, &backend)
+                        : make_cuda_backend(spec, trace.info().ranks, &backend));
+#else
+    fail(name, kExitBadInput, "--backend " + args.backend + ": this echotk was built without CUDA");
 #endif
   }
 
@@ -121,8 +131,10 @@ void register_replay(CLI::App& app) {
       "replay", "Replay a recorded trace through the Echo all-reduce and measure the error process");
   cmd->add_option("trace", args->trace, "input trace (HDF5, docs/trace-format.md)")->required();
   cmd->add_option("--out", args->out, "result file (HDF5), written atomically")->required();
-  cmd->add_option("--backend", args->backend, "cpu (bit-exact reference) | cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+  cmd->add_option("--backend", args->backend,
+                  "cpu (bit-exact reference) | cuda (the peer-to-peer collective over the GPUs present) | "
+                  "emulate (the one-GPU emulation of the ranks)")
+      ->check(CLI::IsMember({"cpu", "cuda", "emulate"}))
       ->capture_default_str();
   cmd->add_option("--dtype", args->dtype,
                   "run the all-reduce in this type instead of the trace's: float32 | bfloat16 | float16")

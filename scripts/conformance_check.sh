@@ -5,8 +5,9 @@
 # For every case of the manifest: the pack's own outputs must pass verify (the reference agrees
 # with the pack), then `echotk replay CASE --backend $BACKEND --save-outputs` runs the case and
 # verify checks its /outputs. Cases the backend refuses as unsupported (the CUDA path does 4 and 8
-# bits and the owner algorithm) are listed as skipped with the reason echotk gives.
-#   BACKEND  cuda (default) or cpu
+# bits and the owner algorithm; the emulation the owner algorithm without outliers sent exactly)
+# are listed as skipped with the reason echotk gives.
+#   BACKEND  cuda (default), emulate (the one-GPU emulation) or cpu
 #   OUT      logs and replay results (default ./conformance-out); summary in $OUT/summary.txt
 # Exit status: 0 when nothing failed, 1 otherwise.
 set -uo pipefail
@@ -14,7 +15,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 backend=${BACKEND:-cuda}
 build=${1:-}
 if [[ -z $build ]]; then
-  if [[ $backend == cuda && -x $root/build-gpu/bin/echotk ]]; then build=$root/build-gpu; else build=$root/build; fi
+  if [[ $backend != cpu && -x $root/build-gpu/bin/echotk ]]; then build=$root/build-gpu; else build=$root/build; fi
 fi
 pack=${2:-$root/data/conformance}
 out=${OUT:-$PWD/conformance-out}

@@ -12,6 +12,8 @@
 #   conformance  scripts/conformance_check.sh: `echotk replay --backend cuda --save-outputs` on every
 #              case of data/conformance/ and `echotk verify` of each (unsupported cases skipped
 #              with the reason), logs in $OUT/conformance
+#   conformance-emulate  the same with `--backend emulate` (the one-GPU emulation of the ranks,
+#              which runs compensator units 'stream' too), logs in $OUT/conformance-emulate
 #   sanitize   compute-sanitizer memcheck and racecheck on a reduced device-API test
 #   bench      echotk bench, 64 KiB .. 1 GiB bf16, all rows, appended to $OUT/bench-<date>.md and
 #              $OUT/bench-<date>.csv (a full run, bench bench-graph bench-bg, replaces
@@ -112,6 +114,13 @@ stage_conformance() {
   OUT="$out/conformance" BACKEND=cuda "$root/scripts/conformance_check.sh" "$build" >"$out/conformance.log" 2>&1
   note "conformance: rc=$? $(tail -1 "$out/conformance.log")"
   grep -E '^(FAIL|SKIP)' "$out/conformance.log" | head -20 | tee -a "$summary"
+}
+
+stage_conformance-emulate() {
+  OUT="$out/conformance-emulate" BACKEND=emulate "$root/scripts/conformance_check.sh" "$build" \
+    >"$out/conformance-emulate.log" 2>&1
+  note "conformance-emulate: rc=$? $(tail -1 "$out/conformance-emulate.log")"
+  grep -E '^(FAIL|SKIP)' "$out/conformance-emulate.log" | head -20 | tee -a "$summary"
 }
 
 stage_probe() {

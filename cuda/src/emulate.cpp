@@ -39,12 +39,7 @@ struct Buffer {
 
 // Every check that needs no CUDA call; on success `buffers` lists the call's buffers.
 Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) {
-  if (Status s = a.spec.validate(a.ranks); !s.ok()) return invalid(s.message());
-  if (a.spec.algorithm != Algorithm::kOwner) {
-    return Status(StatusCode::kUnsupported, "emulate_allreduce: the emulation runs the owner algorithm only, not " +
-                                                std::string(algorithm_name(a.spec.algorithm)));
-  }
-  if (Status s = can_implement_transport(a.spec.quant); !s.ok()) {
+  if (Status s = emulate_can_implement_spec(a.spec, a.ranks); !s.ok()) {
     return Status(s.code(), "emulate_allreduce: " + s.message());
   }
   if (a.count == 0) return invalid("count must be >= 1");
@@ -139,6 +134,15 @@ Status check_device_memory(const Buffer& b, int device) {
 }
 
 }  // namespace
+
+Status emulate_can_implement_spec(const AllReduceSpec& spec, int ranks) {
+  ECHO_TRY(spec.validate(ranks));
+  if (spec.algorithm != Algorithm::kOwner) {
+    return Status(StatusCode::kUnsupported,
+                  "the emulation implements the owner algorithm only, not " + std::string(algorithm_name(spec.algorithm)));
+  }
+  return can_implement_transport(spec.quant);
+}
 
 std::size_t emulate_state_bytes(const AllReduceSpec& spec, int ranks, std::size_t count) {
   return emulate_state_layout(spec, ranks, count).total_bytes;

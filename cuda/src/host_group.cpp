@@ -129,7 +129,7 @@ class HostGroupImpl final : public HostGroup {
       ECHO_CUDA_CHECK(cudaSetDevice(devices_[r]));
       if (compensate) ECHO_TRY(ensure_state(r, count));
       b.host.resize(count * esize);
-      encode(inputs[r], count, b.host.data());
+      encode_dtype(inputs[r], count, spec_.dtype, b.host.data());
       ECHO_CUDA_CHECK(cudaMemcpyAsync(b.data, b.host.data(), count * esize, cudaMemcpyHostToDevice, b.stream));
     }
     // Every rank's call is enqueued before any is waited for: the kernels meet through flags.
@@ -151,7 +151,7 @@ class HostGroupImpl final : public HostGroup {
       }
       ECHO_CUDA_CHECK(cudaSetDevice(devices_[r]));
       ECHO_CUDA_CHECK(cudaMemcpy(b.host.data(), b.out, count * esize, cudaMemcpyDeviceToHost));
-      decode(b.host.data(), count, outputs[r]);
+      decode_dtype(b.host.data(), count, spec_.dtype, outputs[r]);
       if (compensated != nullptr && compensated[r] != nullptr) {
         ECHO_CUDA_CHECK(cudaMemcpy(compensated[r], b.compensated, count * 4, cudaMemcpyDeviceToHost));
       }
@@ -171,43 +171,6 @@ class HostGroupImpl final : public HostGroup {
   }
 
  private:
-  void encode(const float* in, std::size_t count, unsigned char* out) const {
-    switch (spec_.dtype) {
-      case DType::kFloat32: std::memcpy(out, in, count * 4); break;
-      case DType::kBFloat16:
-        for (std::size_t i = 0; i < count; ++i) {
-          const std::uint16_t v = float_to_bfloat16_bits(in[i]);
-          std::memcpy(out + 2 * i, &v, 2);
-        }
-        break;
-      case DType::kFloat16:
-        for (std::size_t i = 0; i < count; ++i) {
-          const std::uint16_t v = float_to_half_bits(in[i]);
-          std::memcpy(out + 2 * i, &v, 2);
-        }
-        break;
-    }
-  }
-  void decode(const unsigned char* in, std::size_t count, float* out) const {
-    switch (spec_.dtype) {
-      case DType::kFloat32: std::memcpy(out, in, count * 4); break;
-      case DType::kBFloat16:
-        for (std::size_t i = 0; i < count; ++i) {
-          std::uint16_t v;
-          std::memcpy(&v, in + 2 * i, 2);
-          out[i] = bfloat16_bits_to_float(v);
-        }
-        break;
-      case DType::kFloat16:
-        for (std::size_t i = 0; i < count; ++i) {
-          std::uint16_t v;
-          std::memcpy(&v, in + 2 * i, 2);
-          out[i] = half_bits_to_float(v);
-        }
-        break;
-    }
-  }
-
   int ranks_;
   AllReduceSpec spec_;
   std::vector<int> devices_;

@@ -2,6 +2,8 @@
 // rounding rules are written once for host and device.
 #include "echo/dtype.h"
 
+#include <cstring>
+
 #include "echo/numerics/dtype_rounding.h"
 
 namespace echo {
@@ -57,6 +59,31 @@ float round_to_dtype(float value, DType dtype) {
     case DType::kFloat16: return numerics::round_to_half(value);
   }
   return value;
+}
+
+void encode_dtype(const float* values, std::size_t count, DType dtype, void* bits) {
+  auto* out = static_cast<unsigned char*>(bits);
+  if (dtype == DType::kFloat32) {
+    std::memcpy(out, values, count * 4);
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint16_t v = dtype == DType::kBFloat16 ? float_to_bfloat16_bits(values[i]) : float_to_half_bits(values[i]);
+    std::memcpy(out + 2 * i, &v, 2);
+  }
+}
+
+void decode_dtype(const void* bits, std::size_t count, DType dtype, float* values) {
+  const auto* in = static_cast<const unsigned char*>(bits);
+  if (dtype == DType::kFloat32) {
+    std::memcpy(values, in, count * 4);
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint16_t v;
+    std::memcpy(&v, in + 2 * i, 2);
+    values[i] = dtype == DType::kBFloat16 ? bfloat16_bits_to_float(v) : half_bits_to_float(v);
+  }
 }
 
 void round_to_dtype(float* values, std::size_t count, DType dtype) {

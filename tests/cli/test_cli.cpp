@@ -363,6 +363,24 @@ BOOST_AUTO_TEST_CASE(replay_cuda_backend_refuses_what_it_does_not_implement) {
   BOOST_TEST(dir.entries() == 0u);
 }
 
+// The emulation backend's limits (the owner algorithm, no outliers sent exactly) are bad options
+// too: exit 2 before any GPU work, naming the limit (or, in an echotk without CUDA, that).
+BOOST_AUTO_TEST_CASE(replay_emulate_backend_refuses_what_it_does_not_implement) {
+  TempDir dir;
+  const std::pair<const char*, const char*> cases[] = {
+      {" --algorithm ring", "--backend emulate: the emulation implements the owner algorithm only, not ring"},
+      {" --outliers 1", "--backend emulate: the CUDA path implements outliers 0 only"}};
+  for (const auto& [options, words] : cases) {
+    const Run r = run_echotk("replay " + data_path("tests/data/good_small.h5") + " --out " + dir.file("r.h5") +
+                             " --backend emulate" + options);
+    BOOST_TEST(r.exit_code == 2, r.output);
+    BOOST_TEST((r.output.find(words) != std::string::npos ||
+                r.output.find("--backend emulate: this echotk was built without CUDA") != std::string::npos),
+               options << ": " << r.output);
+  }
+  BOOST_TEST(dir.entries() == 0u);
+}
+
 // The transport options (docs/numerics.md 2.4-2.6) reach replay and compare, are recorded in the
 // result and change the outputs; outliers are refused by the CUDA backend, and every option when
 // out of range.

@@ -48,4 +48,9 @@ float round_to_dtype(float value, DType dtype);
 // Rounds count values in place.
 void round_to_dtype(float* values, std::size_t count, DType dtype);
 
+// count values as the dtype's bits, count * dtype_size(dtype) bytes at `bits` (fp32 copied as they
+// are; bf16 and fp16 through float_to_bfloat16_bits and float_to_half_bits), and back (exact).
+void encode_dtype(const float* values, std::size_t count, DType dtype, void* bits);
+void decode_dtype(const void* bits, std::size_t count, DType dtype, float* values);
+
 }  // namespace echo

@@ -73,6 +73,11 @@ struct EmulateArguments {
   const float* weights = nullptr;
 };
 
+// The part of emulate_can_implement that needs no buffers: kInvalidArgument for a spec that does not
+// validate for `ranks`, kUnsupported for what the emulation does not implement (the ring algorithm,
+// outliers sent exactly; the message says "implements"); Ok otherwise.
+Status emulate_can_implement_spec(const AllReduceSpec& spec, int ranks);
+
 // Bytes of one pass direction's compensator state for P ranks of n elements: m1 (and m2 in the
 // dual mode) of every rank in spec.compensator.state_dtype, plus a word that marks a reset state.
 // 0 when the compensator is off. A state serves one (spec compensator, P, n) until it is reset

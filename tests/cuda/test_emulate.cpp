@@ -656,6 +656,17 @@ BOOST_AUTO_TEST_CASE(wide_groups_and_rotation) {
   }
 }
 
+// Case i of a stream-units sweep: compensator k, a post-norm of `row` elements whose gain alternates
+// between 0.5 and 40, the dtypes in turn.
+Case stream_case(const CompConfig& k, std::size_t row, int i) {
+  Case c = with_comp({}, k);
+  c.stream = true;
+  c.row_length = row;
+  c.weight_scale = i % 2 ? 40.0f : 0.5f;
+  c.dtype = kDTypes[i % 3];
+  return c;
+}
+
 // Compensator units 'stream' (docs/numerics.md 6.1) against echo::allreduce_at_site: the rows'
 // gains from each rank's dtype(x) (a warp's lane sums and butterfly), x' = x + c * R and the
 // residual times G, every compensator configuration, with and without the rotation, on the quantized
@@ -667,12 +678,8 @@ BOOST_AUTO_TEST_CASE(stream_units) {
   for (std::size_t row : {std::size_t{640}, std::size_t{576}, std::size_t{100}, std::size_t{7}}) {
     for (const CompConfig& k : kCompConfigs) {
       if (k.mode == CompensatorMode::kOff) continue;
-      Case c = with_comp({}, k);
-      c.stream = true;
-      c.row_length = row;
-      c.weight_scale = i % 2 ? 40.0f : 0.5f;
+      Case c = stream_case(k, row, i);
       c.bits = i % 3 == 2 ? 8 : 4;
-      c.dtype = kDTypes[i % 3];
       c.ranks = 1 + (3 * i + 1) % kMaxRanks;
       c.rotation = i % 4 == 1 ? Rotation::kHadamard : Rotation::kNone;
       c.overflow = i % 5 == 3 ? OverflowGroups::kPoison : OverflowGroups::kWide;
@@ -702,15 +709,11 @@ BOOST_AUTO_TEST_CASE(stream_units) {
   for (std::size_t row : {std::size_t{640}, std::size_t{100}, std::size_t{7}}) {
     for (const CompConfig& k : kCompConfigs) {
       if (k.mode == CompensatorMode::kOff) continue;
-      Case c = with_comp({}, k);
-      c.stream = true;
-      c.row_length = row;
-      c.weight_scale = i % 2 ? 40.0f : 0.5f;
+      Case c = stream_case(k, row, i);
       c.weight_swing = 1.2f;
       c.profile_sqrt = i % 3 != 1;
       c.clip = i % 3 == 0 ? 0.0f : (i % 2 ? 0.5f : 2.0f);
       c.bits = i % 4 == 2 ? 8 : 4;
-      c.dtype = kDTypes[i % 3];
       c.ranks = 1 + (3 * i + 2) % kMaxRanks;
       c.rotation = i % 4 == 1 ? Rotation::kHadamard : Rotation::kNone;
       c.overflow = OverflowGroups::kWide;

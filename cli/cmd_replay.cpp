@@ -6,13 +6,11 @@
 
 #include "commands.h"
 #include "echo/cuda/can_implement.h"
-#ifdef ECHO_CLI_HAS_CUDA_BACKEND
-#include "echo/cuda/emulate.h"
-#endif
 #include "echo/replay.h"
 #include "spec_options.h"
 #ifdef ECHO_CLI_HAS_CUDA_BACKEND
 #include "cuda_backend.h"
+#include "echo/cuda/emulate.h"
 #endif
 
 namespace echo::cli {

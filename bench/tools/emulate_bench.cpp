@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,8 +25,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <cmath>
 
 #include "echo/cuda/emulate.h"
 #include "echo/dtype.h"

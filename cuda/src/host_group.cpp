@@ -5,7 +5,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 

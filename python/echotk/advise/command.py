@@ -93,9 +93,8 @@ def check_args(args) -> loading.Source:
 
 
 def candidates_for(args, post_norm: bool = True) -> list:
-    """A Candidate per entry of CANDIDATES; those above --bits-max are skipped, those in
-    stream units where no site has a post-norm (every gain 1: their site-units rows), and those with
-    a compensator profile or clip on --device cuda (the emulation refuses them)."""
+    """A Candidate per entry of CANDIDATES; those above --bits-max are skipped, and those in
+    stream units where no site has a post-norm (every gain 1: their site-units rows)."""
     out = []
     for name, spec in CANDIDATES:
         bits = 16.0 if spec is None else spec.wire_bits_per_element()

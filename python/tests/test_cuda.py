@@ -149,13 +149,14 @@ def test_bad_input_raises():
     no_gains = torch.empty(0, dtype=torch.uint8, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
     with pytest.raises(ValueError, match="out is on cpu"):
-        _C.allreduce_cuda(handle, "forward", x, out.cpu(), state, True, ws, none, -1, 0.0, no_gains, stream)
+        _C.allreduce_cuda(handle, "forward", x, out.cpu(), state, True, ws, none, -1, 0.0, no_gains, None, stream)
     with pytest.raises(ValueError, match="state has shape"):
-        _C.allreduce_cuda(handle, "forward", x, out, state[:-1], True, ws, none, -1, 0.0, no_gains, stream)
+        _C.allreduce_cuda(handle, "forward", x, out, state[:-1], True, ws, none, -1, 0.0, no_gains, None, stream)
     with pytest.raises(ValueError, match="workspace must be uint8"):
-        _C.allreduce_cuda(handle, "forward", x, out, state, True, ws.view(torch.int8), none, -1, 0.0, no_gains, stream)
+        _C.allreduce_cuda(handle, "forward", x, out, state, True, ws.view(torch.int8), none, -1, 0.0, no_gains, None,
+                          stream)
     with pytest.raises(ValueError, match="parts is on cpu"):
-        _C.allreduce_cuda(handle, "forward", x.cpu(), out, state, True, ws, none, -1, 0.0, no_gains, stream)
+        _C.allreduce_cuda(handle, "forward", x.cpu(), out, state, True, ws, none, -1, 0.0, no_gains, None, stream)
 
 
 @needs_kernel
@@ -203,7 +204,8 @@ def test_transport_options_raise_not_abort(spec):
     out = torch.empty(256, dtype=torch.bfloat16, device="cuda")
     with pytest.raises((ValueError, RuntimeError), match="CPU reference only"):
         _C.allreduce_cuda(handle, "forward", x, out, state, True, ws, torch.empty(0, device="cuda"), -1, 0.0,
-                          torch.empty(0, dtype=torch.uint8, device="cuda"), torch.cuda.current_stream().cuda_stream)
+                          torch.empty(0, dtype=torch.uint8, device="cuda"), None,
+                          torch.cuda.current_stream().cuda_stream)
     echotk.AllReduce(4, device="cuda")(x)  # the GPU is still usable
 
 

@@ -9,6 +9,8 @@
 #   replay     scripts/replay_parity.sh: `echotk replay --backend cuda` against `--backend cpu` on
 #              five traces (P = 2, 3, 4, 8, the recorded SmolLM2 one) in twelve configurations,
 #              /outputs compared bit for bit
+#   replay-emulate  the same with `--backend emulate` against `--backend cpu`, and compensator units
+#              'stream' on the recorded Gemma 3 trace
 #   conformance  scripts/conformance_check.sh: `echotk replay --backend cuda --save-outputs` on every
 #              case of data/conformance/ and `echotk verify` of each (unsupported cases skipped
 #              with the reason), logs in $OUT/conformance
@@ -107,6 +109,15 @@ stage_replay() {
   work=$(mktemp -d)
   "$root/scripts/replay_parity.sh" "$build" "$work" >"$out/replay-parity.log" 2>&1
   note "replay parity: rc=$? $(tail -1 "$out/replay-parity.log"); $(grep -c '^FAIL' "$out/replay-parity.log") failing"
+  rm -rf "$work"
+}
+
+stage_replay-emulate() {
+  local work
+  work=$(mktemp -d)
+  ECHO_PARITY_BACKENDS="cpu emulate" "$root/scripts/replay_parity.sh" "$build" "$work" \
+    >"$out/replay-parity-emulate.log" 2>&1
+  note "replay parity (emulate): rc=$? $(tail -1 "$out/replay-parity-emulate.log"); $(grep -c '^FAIL' "$out/replay-parity-emulate.log") failing"
   rm -rf "$work"
 }
 

@@ -9,10 +9,13 @@
 # bit width, compensator mode, residual mode, dtype and state dtype, and the exact small-message
 # path, and the Hadamard rotation (--rotation hadamard, docs/numerics.md 2.6). The wide configurations (--overflow-groups wide, docs/numerics.md 2.4) run on a trace
 # whose sites reach 1e35 (write_example_trace.py --magnitudes: groups far past the fp16 scale
-# limit, P = 4, n = 1515) and on the bundled one. Needs Python with h5py and numpy (trace writing
-# and the comparison).
-#   ECHO_PARITY_BACKENDS  the two backends compared (default "cpu cuda"; "cpu cpu" checks the
-#                         script and the reference's run-to-run determinism without a GPU)
+# limit, P = 4, n = 1515) and on the bundled one. Compensator units 'stream' (docs/numerics.md 6.1)
+# run on the recorded Gemma 3 trace (its sites carry their post-norm's weights) when neither backend
+# is `cuda`, whose peer-to-peer kernels refuse those units. Needs Python with h5py and numpy (trace
+# writing and the comparison).
+#   ECHO_PARITY_BACKENDS  the two backends compared (default "cpu cuda"; "cpu emulate" the one-GPU
+#                         emulation, stream units included; "cpu cpu" checks the script and the
+#                         reference's run-to-run determinism without a GPU)
 #   PYTHON                interpreter with h5py and numpy (default python3)
 # Exit status: 0 when every configuration matches, 1 otherwise, 77 without h5py/numpy.
 set -uo pipefail
@@ -68,6 +71,14 @@ wide_configs=(
 # Wide groups with the rotation, on the bundled trace only (a rotation's butterflies overflow near
 # FLT_MAX / g, which the huge trace reaches).
 wide_rotation_config="--overflow-groups wide --rotation hadamard --quantizer zero-aware --bits 4 --compensator dual --residual local --dtype bf16"
+# Compensator units 'stream': the recorded Gemma 3 trace (P = 4, post-norm sites of 640 elements).
+stream_trace=$root/data/gemma3/trace-gemma3-p4-moby-2x16.h5
+stream_configs=(
+  "--compensator-units stream --residual local --quantizer zero-aware --bits 4 --compensator dual --dtype bf16"
+  "--compensator-units stream --residual local --compensator-profile sqrt --compensator-clip 1 --bits 4 --compensator dual --dtype bf16"
+  "--compensator-units stream --compensator-profile sqrt --compensator-clip 0.5 --bits 8 --compensator single --dtype fp32"
+  "--compensator-units stream --residual local --rotation hadamard --group 64 --compensator-profile sqrt --compensator-clip 2 --state-dtype bf16 --dtype bf16"
+)
 
 compare() {  # compare FILE_A FILE_B: prints "same" or where the first bits differ
   "$python" - "$1" "$2" <<'PY'
@@ -124,5 +135,10 @@ for trace in "${wide_traces[@]}"; do
   for i in "${!wide_configs[@]}"; do run_config "$trace" "wide$i" "${wide_configs[$i]}"; done
 done
 run_config "$root/data/examples/synthetic_p4.h5" wide-rotation "$wide_rotation_config"
+if [[ $backend_a != cuda && $backend_b != cuda ]]; then
+  for i in "${!stream_configs[@]}"; do run_config "$stream_trace" "stream$i" "${stream_configs[$i]}"; done
+else
+  echo "skip compensator units 'stream' (${#stream_configs[@]} configurations): the cuda backend refuses them"
+fi
 echo "replay parity ($backend_a vs $backend_b): $((total - failed)) of $total configurations bitwise the same"
 (( failed == 0 ))

@@ -7,8 +7,8 @@
 #              NCCL transport, both process models); on several GPUs the bit-exact sweep once
 #              more with every rank on GPU 0
 #   replay     scripts/replay_parity.sh: `echotk replay --backend cuda` against `--backend cpu` on
-#              five traces (P = 2, 3, 4, 8, the recorded SmolLM2 one) in twelve configurations,
-#              /outputs compared bit for bit
+#              five traces (P = 2, 3, 4, 8, the recorded SmolLM2 one) in 15 configurations, the
+#              wide-group ones on a trace of huge values and the bundled one, /outputs bit for bit
 #   replay-emulate  the same with `--backend emulate` against `--backend cpu`, and compensator units
 #              'stream' on the recorded Gemma 3 trace
 #   conformance  scripts/conformance_check.sh: `echotk replay --backend cuda --save-outputs` on every

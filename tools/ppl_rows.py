@@ -114,6 +114,20 @@ POSTNORM_ROWS = {
                                                 "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual "
                                                 "local --eta 0.85 --compensator-units stream --compensator-profile sqrt "
                                                 "--compensator-clip 1"),
+    "p4-rot64-stream-local-sqrt-clip1-eta1": (4, dict(rotation="hadamard", group=64, compensator_units="stream",
+                                                      residual="local", eta=1.0, compensator_profile="sqrt",
+                                                      compensator_clip=1.0),
+                                              "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual "
+                                              "local --eta 1 --compensator-units stream --compensator-profile sqrt "
+                                              "--compensator-clip 1"),
+    "p4-rot64-stream-local-sqrt-clip2": (4, dict(rotation="hadamard", group=64, compensator_units="stream",
+                                                 residual="local", compensator_profile="sqrt", compensator_clip=2.0),
+                                         "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual local "
+                                         "--compensator-units stream --compensator-profile sqrt --compensator-clip 2"),
+    "p4-rot64-stream-local-sqrt-clip05": (4, dict(rotation="hadamard", group=64, compensator_units="stream",
+                                                  residual="local", compensator_profile="sqrt", compensator_clip=0.5),
+                                          "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual local "
+                                          "--compensator-units stream --compensator-profile sqrt --compensator-clip 0.5"),
 }
 ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS, "postnorm": POSTNORM_ROWS}
 ALL_ROWS = {**ROWS, **OUTLIER_ROWS, **POSTNORM_ROWS}

@@ -165,7 +165,9 @@ STREAM_GOALS = [
                                                      "w16c-p4-stream-local-sqrt-clip1-eta085"], "closed", 0.50, "w16-bound-q4"),
     ("gemma3", "Gemma 3: rotation at <= 4.5 bits",
      ["w16-p4-rot-stream-local", "w16-p4-rot64-stream-local", "w16c-p4-rot64-stream-local-sqrt-clip1",
-      "w16c-p4-rot64-stream-local-sqrt-clip1-eta085"], "closed", 0.95, "w16-bound-q4rot64"),
+      "w16c-p4-rot64-stream-local-sqrt-clip1-eta085", "w16c-p4-rot64-stream-local-sqrt-clip1-eta1",
+      "w16c-p4-rot64-stream-local-sqrt-clip2", "w16c-p4-rot64-stream-local-sqrt-clip05"], "closed", 0.95,
+     "w16-bound-q4rot64"),
     ("gemma3", "Gemma 3: 8-bit", ["w16-p4-echo8-stream-local"], "d", 0.01, None),
     ("smollm2", "SmolLM2: 4-bit at 4.25 bits", ["cpp2-p4-stream-local"], "no worse than", "cpp2-p4-echo4",
      "py2-bound-q4"),
@@ -314,7 +316,9 @@ def stream_combined_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) 
             f"With the rotation at group 64 (4.5 bits) the calibrated candidate closes "
             f"{closed('study-q4rot64-partial@local@prof0.5@clip1')} and the toolkit's mode "
             f"{closed('p4-rot64-stream-local-sqrt-clip1')} ({closed('p4-rot64-stream-local-sqrt-clip1-eta085')} at "
-            f"eta 0.85), against {closed('p4-rot64-stream-local')} for "
+            f"eta 0.85, {closed('p4-rot64-stream-local-sqrt-clip1-eta1')} at eta 1, "
+            f"{closed('p4-rot64-stream-local-sqrt-clip2')} with clip 2 and "
+            f"{closed('p4-rot64-stream-local-sqrt-clip05')} with clip 0.5), against {closed('p4-rot64-stream-local')} for "
             f"rot64-stream-local, {reaches('study-q4rot64-partial@local@prof0.5@clip1', 0.95)} the 95% goal. "
             f"The exact error carried through the next norm's first-order inverse closes "
             f"{percent(gap_closed(gemma, row('moby', 'bound-q4@through')))} of the Moby-Dick gap inside the "

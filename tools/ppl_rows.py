@@ -60,6 +60,23 @@ OUTLIER_ROWS = {
                         "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual local --eta 1"),
     "p4-out2": (4, dict(outliers=2), "--ranks 4 --allreduce echo --outliers 2"),
 }
+
+
+def _stream_sqrt(rot64: bool, clip: float, eta=None):
+    """A row of stream units with the local residual, profile 'sqrt' and `clip` (numerics 6.1), at
+    the default eta or `eta`, with the rotation at group 64 where `rot64`."""
+    options = dict(compensator_units="stream", residual="local", compensator_profile="sqrt", compensator_clip=clip)
+    flags = "--ranks 4 --allreduce echo "
+    if rot64:
+        options.update(rotation="hadamard", group=64)
+        flags += "--rotation hadamard --group 64 "
+    flags += "--residual local "
+    if eta is not None:
+        options["eta"] = eta
+        flags += f"--eta {eta:g} "
+    return 4, options, flags + f"--compensator-units stream --compensator-profile sqrt --compensator-clip {clip:g}"
+
+
 # Compensator units 'stream' (docs/numerics.md 6.1, CPU reference only) and the 8-bit control
 # without compensation, for post-norm models (docs/results-gemma3.md), paired against p4-16bit.
 POSTNORM_ROWS = {
@@ -96,38 +113,13 @@ POSTNORM_ROWS = {
                      "--ranks 4 --allreduce echo --compensator single --beta 0 --eta 1 --residual local "
                      "--compensator-units stream"),
     # The per-feature profile and the clip of stream units (docs/numerics.md 6.1, steps 6 and 7).
-    "p4-stream-local-sqrt-clip1": (4, dict(compensator_units="stream", residual="local", compensator_profile="sqrt",
-                                           compensator_clip=1.0),
-                                   "--ranks 4 --allreduce echo --residual local --compensator-units stream "
-                                   "--compensator-profile sqrt --compensator-clip 1"),
-    "p4-rot64-stream-local-sqrt-clip1": (4, dict(rotation="hadamard", group=64, compensator_units="stream",
-                                                 residual="local", compensator_profile="sqrt", compensator_clip=1.0),
-                                         "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual local "
-                                         "--compensator-units stream --compensator-profile sqrt --compensator-clip 1"),
-    "p4-stream-local-sqrt-clip1-eta085": (4, dict(compensator_units="stream", residual="local", eta=0.85,
-                                                  compensator_profile="sqrt", compensator_clip=1.0),
-                                          "--ranks 4 --allreduce echo --residual local --eta 0.85 --compensator-units "
-                                          "stream --compensator-profile sqrt --compensator-clip 1"),
-    "p4-rot64-stream-local-sqrt-clip1-eta085": (4, dict(rotation="hadamard", group=64, compensator_units="stream",
-                                                        residual="local", eta=0.85, compensator_profile="sqrt",
-                                                        compensator_clip=1.0),
-                                                "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual "
-                                                "local --eta 0.85 --compensator-units stream --compensator-profile sqrt "
-                                                "--compensator-clip 1"),
-    "p4-rot64-stream-local-sqrt-clip1-eta1": (4, dict(rotation="hadamard", group=64, compensator_units="stream",
-                                                      residual="local", eta=1.0, compensator_profile="sqrt",
-                                                      compensator_clip=1.0),
-                                              "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual "
-                                              "local --eta 1 --compensator-units stream --compensator-profile sqrt "
-                                              "--compensator-clip 1"),
-    "p4-rot64-stream-local-sqrt-clip2": (4, dict(rotation="hadamard", group=64, compensator_units="stream",
-                                                 residual="local", compensator_profile="sqrt", compensator_clip=2.0),
-                                         "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual local "
-                                         "--compensator-units stream --compensator-profile sqrt --compensator-clip 2"),
-    "p4-rot64-stream-local-sqrt-clip05": (4, dict(rotation="hadamard", group=64, compensator_units="stream",
-                                                  residual="local", compensator_profile="sqrt", compensator_clip=0.5),
-                                          "--ranks 4 --allreduce echo --rotation hadamard --group 64 --residual local "
-                                          "--compensator-units stream --compensator-profile sqrt --compensator-clip 0.5"),
+    "p4-stream-local-sqrt-clip1": _stream_sqrt(rot64=False, clip=1.0),
+    "p4-rot64-stream-local-sqrt-clip1": _stream_sqrt(rot64=True, clip=1.0),
+    "p4-stream-local-sqrt-clip1-eta085": _stream_sqrt(rot64=False, clip=1.0, eta=0.85),
+    "p4-rot64-stream-local-sqrt-clip1-eta085": _stream_sqrt(rot64=True, clip=1.0, eta=0.85),
+    "p4-rot64-stream-local-sqrt-clip1-eta1": _stream_sqrt(rot64=True, clip=1.0, eta=1.0),
+    "p4-rot64-stream-local-sqrt-clip2": _stream_sqrt(rot64=True, clip=2.0),
+    "p4-rot64-stream-local-sqrt-clip05": _stream_sqrt(rot64=True, clip=0.5),
 }
 ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS, "postnorm": POSTNORM_ROWS}
 ALL_ROWS = {**ROWS, **OUTLIER_ROWS, **POSTNORM_ROWS}

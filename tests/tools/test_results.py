@@ -14,7 +14,7 @@ from scipy import stats as scipy_stats
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools"))
 
-from results_lib import markers, ppl, stats  # noqa: E402
+from results_lib import markers, ppl, ppl_tables, stats  # noqa: E402
 
 RESULTS = REPO / "tools" / "results.py"
 # What tools/results.py reads and writes: the docs and the data behind their tables.
@@ -185,3 +185,33 @@ def test_index_columns_and_windows_are_checked(tmp_path):
     (tmp_path / "w.csv").write_text("window,start,tokens,predictions,nll_sum,mean_nll,seconds\n0,0,4,3,nan,nan,1\n")
     with pytest.raises(ppl.DataError, match="w.csv:2: nll_sum nan"):
         ppl.read_windows(str(tmp_path / "w.csv"))
+
+
+def test_a_gap_goal_at_95_percent_asks_the_windows(tmp_path):
+    """closed_margin's mean is below 0 exactly where the row closes more than the target; its paired
+    interval decides "yes", "no" or "undecided"."""
+    def windows(name, losses):
+        lines = ["window,start,tokens,predictions,nll_sum,mean_nll,seconds"]
+        lines += [f"{i},{100 * i},11,10,{10 * v!r},{v!r},1" for i, v in enumerate(losses)]
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    windows("base.csv", [2.0, 2.0, 2.0, 2.0])
+    windows("off.csv", [3.0, 3.2, 2.8, 3.0])      # the uncompensated gap: 1 nat on average
+    windows("tight.csv", [2.3, 2.36, 2.24, 2.3])  # 30% of the gap left on every window: closes 70%
+    windows("loose.csv", [2.1, 2.9, 2.2, 2.6])    # 45% left on average, widely spread
+    (tmp_path / "rows.csv").write_text(
+        "text,row,csv,baseline,options,wire_bits,compensated\n"
+        "moby,16bit,base.csv,base.csv,--ranks 4 --allreduce exact,16,0\n"
+        "moby,off,off.csv,base.csv,--ranks 4 --allreduce echo --compensator off,4.25,0\n"
+        "moby,tight,tight.csv,base.csv,--ranks 4 --allreduce echo,4.25,1\n"
+        "moby,loose,loose.csv,base.csv,--ranks 4 --allreduce echo --eta 1,4.25,1\n")
+    (tmp_path / "tables.csv").write_text("table,text,rows,label\nt,moby,*,\n")
+    index = ppl.Index(str(tmp_path / "rows.csv"))
+    tight, loose = index.row("moby", "tight"), index.row("moby", "loose")
+    for row in (tight, loose):
+        for target in (0.3, 0.5, 0.7, 0.9):
+            m, (low, high) = ppl_tables.closed_margin(index, row, target)
+            assert (m < 0) == (ppl_tables.gap_closed(index, row) > target) and low <= m <= high
+    assert ppl_tables.gap_closed(index, tight) == pytest.approx(0.7)
+    assert ppl_tables.verdict_at_level(ppl_tables.closed_margin(index, tight, 0.6)[1], 0.0) == "yes"
+    assert ppl_tables.verdict_at_level(ppl_tables.closed_margin(index, tight, 0.8)[1], 0.0) == "no"
+    assert ppl_tables.verdict_at_level(ppl_tables.closed_margin(index, loose, 0.5)[1], 0.0) == "undecided"

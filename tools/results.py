@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes every table of numbers in docs/results-*.md, docs/outliers.md, docs/bench.md and the
-README's results section, and the figures those docs link, from the committed CSVs under data/.
+"""Writes every table of numbers in docs/results-*.md, docs/outliers.md, docs/bench.md, the
+emulation's table in docs/performance.md, the README's results section, and the figures those
+docs link, from the committed CSVs under data/.
 Tables go between markers in the docs (`<!-- results:NAME -->` ... `<!-- /results:NAME -->`,
 tools/results_lib/markers.py); text outside the markers is left as it is.
 
@@ -156,6 +157,9 @@ def generators(d: Data) -> Dict[str, Dict[str, Callable[[], str]]]:
             "training-sites": lambda: tt.sites_table(d.study),
             "training-step-time": lambda: tt.step_time_table(d.study),
             "training-sweep-speed": lambda: tt.sweep_speed_text(d.study),
+        },
+        "docs/performance.md": {
+            "emulate-units": lambda: bench.emulate_units_table(d.path("data", "bench", "emulate-stream-units-h100.csv")),
         },
         "docs/bench.md": {
             f"bench-{mode}{part}": functools.partial(d.bench.notes if part else d.bench.table, mode)

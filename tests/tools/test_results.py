@@ -77,6 +77,7 @@ CHANGES = [
      "docs/results-training.md: table training-selection"),
     ("data/bench/bench.csv", 40, "time", "docs/bench.md: table bench-plain"),
     ("data/bench/bench-clock-limits.csv", 0, "limited_ms", "docs/bench.md: table bench-plain-notes"),
+    ("data/bench/emulate-stream-units-h100.csv", 1, "median_ms", "docs/performance.md: table emulate-units"),
     ("data/gemma3/recorded/reference-logits.csv", 0, "relative L2 of the logits",
      "docs/results-gemma3.md: table gemma3-reference-logits"),
 ]

@@ -53,3 +53,27 @@ class Bench:
             text.append(markdown(["row", "size (B)", "counters advanced (ms)", "row ran for (ms)"], limits,
                                  ["---", "---:", "---:", "---:"]))
         return "\n".join(text) if text else "No notes."
+
+
+EMULATE_COLUMNS = ["device", "ranks", "count", "dtype", "bits", "compensator", "residual", "state_dtype", "units",
+                   "profile", "clip", "iterations", "median_ms", "traffic_gb", "copy_before_ms", "copy_after_ms",
+                   "copy_ratio"]
+
+
+def emulate_units_table(path: str) -> str:
+    """docs/performance.md's compensator-units table of the one-GPU emulation (one run of
+    echo_cuda_emulate_bench, each row beside a device copy): median, its fraction of the copy's
+    bandwidth, and its time against the units 'site' row."""
+    rows = read_csv(path, EMULATE_COLUMNS)
+    site = [r for r in rows if r["units"] == "site"]
+    if len(site) != 1:
+        raise ValueError(f"{path}: {len(site)} rows of units site, expected 1")
+    lines = []
+    for r in rows:
+        label = f"`{r['units']}`"
+        label += f", profile `{r['profile']}`" if r["profile"] != "flat" else ""
+        label += f", clip {r['clip']}" if float(r["clip"]) != 0 else ""
+        against = float(r["median_ms"]) / float(site[0]["median_ms"])
+        lines.append([label, f"{float(r['median_ms']):.3f} ms", r["copy_ratio"], f"{against:.2f}"])
+    return markdown(["units (same row)", "median", "of the copy", "against units `site`"], lines,
+                    ["---"] + NUMERIC * 3)

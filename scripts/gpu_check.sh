@@ -104,35 +104,28 @@ stage_test() {
   note "multiprocess: rc=$? $(grep -E 'launcher|differ|rank' "$out/test-multiprocess.log" | tr '\n' ' ' | cut -c1-1000)"
 }
 
-stage_replay() {
-  local work
+# replay_parity NAME BACKENDS: scripts/replay_parity.sh with ECHO_PARITY_BACKENDS=BACKENDS, its log
+# $out/NAME.log and its verdict in the summary.
+replay_parity() {
+  local name=$1 work
   work=$(mktemp -d)
-  "$root/scripts/replay_parity.sh" "$build" "$work" >"$out/replay-parity.log" 2>&1
-  note "replay parity: rc=$? $(tail -1 "$out/replay-parity.log"); $(grep -c '^FAIL' "$out/replay-parity.log") failing"
+  ECHO_PARITY_BACKENDS=$2 "$root/scripts/replay_parity.sh" "$build" "$work" >"$out/$name.log" 2>&1
+  note "$name: rc=$? $(tail -1 "$out/$name.log"); $(grep -c '^FAIL' "$out/$name.log") failing"
   rm -rf "$work"
 }
+stage_replay() { replay_parity replay-parity "cpu cuda"; }
+stage_replay-emulate() { replay_parity replay-parity-emulate "cpu emulate"; }
 
-stage_replay-emulate() {
-  local work
-  work=$(mktemp -d)
-  ECHO_PARITY_BACKENDS="cpu emulate" "$root/scripts/replay_parity.sh" "$build" "$work" \
-    >"$out/replay-parity-emulate.log" 2>&1
-  note "replay parity (emulate): rc=$? $(tail -1 "$out/replay-parity-emulate.log"); $(grep -c '^FAIL' "$out/replay-parity-emulate.log") failing"
-  rm -rf "$work"
+# conformance NAME BACKEND: scripts/conformance_check.sh with BACKEND, its outputs under $out/NAME,
+# its log $out/NAME.log, its verdict and failures or skips in the summary.
+conformance() {
+  local name=$1
+  OUT="$out/$name" BACKEND=$2 "$root/scripts/conformance_check.sh" "$build" >"$out/$name.log" 2>&1
+  note "$name: rc=$? $(tail -1 "$out/$name.log")"
+  grep -E '^(FAIL|SKIP)' "$out/$name.log" | head -20 | tee -a "$summary"
 }
-
-stage_conformance() {
-  OUT="$out/conformance" BACKEND=cuda "$root/scripts/conformance_check.sh" "$build" >"$out/conformance.log" 2>&1
-  note "conformance: rc=$? $(tail -1 "$out/conformance.log")"
-  grep -E '^(FAIL|SKIP)' "$out/conformance.log" | head -20 | tee -a "$summary"
-}
-
-stage_conformance-emulate() {
-  OUT="$out/conformance-emulate" BACKEND=emulate "$root/scripts/conformance_check.sh" "$build" \
-    >"$out/conformance-emulate.log" 2>&1
-  note "conformance-emulate: rc=$? $(tail -1 "$out/conformance-emulate.log")"
-  grep -E '^(FAIL|SKIP)' "$out/conformance-emulate.log" | head -20 | tee -a "$summary"
-}
+stage_conformance() { conformance conformance cuda; }
+stage_conformance-emulate() { conformance conformance-emulate emulate; }
 
 stage_probe() {
   local p=$build/bin/echo_cuda_stage_probe

@@ -18,6 +18,9 @@ changes it may make:
     before the call; the bound on what a per-token estimate can reach).
   - "partial": as dynamic, but the apply estimates r_k(t) on each rank from its own partial sum:
     kappa_k * rms(x_k,i(t)), kappa_k from the calibration pass.
+  - "dynpartial": as partial, with no calibration: rank i estimates r_k(t) as rho_k,i(t) times
+    the ratio r / rho_i of token t at the last same-kind site (the last site's before one of its
+    kind; with `last_site` always the last site's), both of which it holds after that call.
   - "self": per-token gains gbar_k / rho_k,i(t) from each rank's own partial sum, rho its RMS
     over the token's row, at the apply and the update alike (no calibration: a constant factor
     common to all sites cancels between the update and the apply). With `profile` p > 0 the gain
@@ -52,9 +55,9 @@ import torch
 
 from echotk import AllReduce, Spec
 
-UNITS = ("site", "static", "dynamic", "oracle", "jacobian", "partial", "self")
+UNITS = ("site", "static", "dynamic", "oracle", "jacobian", "partial", "dynpartial", "self")
 STATES = ("shared", "per-kind")
-PROFILE_UNITS = ("self", "dynamic", "oracle", "partial")   # the per-token gains a per-feature profile multiplies
+PROFILE_UNITS = ("self", "dynamic", "oracle", "partial", "dynpartial")   # the per-token gains a per-feature profile multiplies
 
 
 @dataclasses.dataclass
@@ -71,6 +74,8 @@ class Candidate:
     profile: float = 0.0        # PROFILE_UNITS: gains times (max(|w_j|, floor * rms(w)) / rms(w)) ** profile per feature
     clip: float = 0.0           # > 0: each rank's correction (site units) clamped per element to clip * rho
     keep: bool = False          # clip: the part clamped off joins the rank's next residual (else it is dropped)
+    last_site: bool = False     # dynpartial: the ratio of the last site, whatever its kind
+    radial: bool = False        # the residual's component along the delivered row y (which the norm removes) not carried
 
     def __post_init__(self):
         if self.states not in STATES:
@@ -143,6 +148,8 @@ class StudyAllReduce:
         self._states: Dict[int, _State] = {}
         self._rms: Dict[int, torch.Tensor] = {}   # last delivered output's per-token RMS, by kind
         self._last_rms: Optional[torch.Tensor] = None
+        self._kappa: Dict[int, torch.Tensor] = {}  # dynpartial: last r / rho_i per rank and token [P, T], by kind
+        self._last_kappa: Optional[torch.Tensor] = None
 
     # The gain of site k on a [P, n] tensor: a scalar, a [T, 1] column or a [T, hidden] block.
     def _gbar(self, site: int) -> float:
@@ -157,12 +164,12 @@ class StudyAllReduce:
         if units == "static":
             g = torch.tensor(float(self.gains[site]))
             return 1.0 / g if inverse else g
-        if units == "partial" and inverse:
+        if units in ("partial", "dynpartial") and inverse:
             g = (self._gbar(site) / r).reshape(r.shape[0], -1, 1)   # r: [P, T] -> [P, T, 1]
             if self.candidate.profile != 0.0:
                 g = g * self._profile(site).reshape(1, 1, -1)       # [P, T, H]
             return 1.0 / g
-        if units in ("dynamic", "oracle", "partial"):
+        if units in ("dynamic", "oracle", "partial", "dynpartial"):
             g = (self._gbar(site) / r).reshape(-1, 1)           # [T, 1]
             if self.candidate.profile != 0.0:
                 g = g * self._profile(site).reshape(1, -1)      # [T, H]
@@ -196,6 +203,9 @@ class StudyAllReduce:
             return self.kappas[site] * x.reshape(P, -1, self.hidden).double().pow(2).mean(dim=2).sqrt().float()
         if self.candidate.units == "oracle":
             return _rms_rows(exact, self.hidden)
+        if self.candidate.units == "dynpartial":
+            kappa = self._last_kappa if self.candidate.last_site else self._kappa.get(kind, self._last_kappa)
+            return None if kappa is None else kappa * _own_rms(x, (x.shape[0], -1, self.hidden))
         return self._rms.get(kind, self._last_rms)
 
     def __call__(self, parts: torch.Tensor, direction: str = "forward") -> torch.Tensor:
@@ -217,7 +227,7 @@ class StudyAllReduce:
         clipped_off = None
         if state.m1 is not None:
             corr = k["eta"] * (k["a"] * state.m1 + k["oa"] * state.m2)   # fp32, in the state's units
-            per_token = c.units in ("dynamic", "oracle", "jacobian", "partial")
+            per_token = c.units in ("dynamic", "oracle", "jacobian", "partial", "dynpartial")
             r = self._apply_rms(site, kind, x.sum(dim=0), x) if per_token else None
             if rho is not None:
                 corr = (corr.reshape(shape) / self_gain).reshape(P, n)
@@ -257,6 +267,18 @@ class StudyAllReduce:
         if clipped_off is not None:
             u = u + clipped_off
         r_out = _rms_rows(yf, self.hidden)
+        if c.radial and self.post_norms[site] is not None:
+            # the norm's Jacobian is diag(w) / r (I - yhat yhat^T): the part of u along the row y never
+            # reaches the stream, so it is not carried
+            yr = yf.reshape(1, -1, self.hidden).double()
+            ur = u.reshape(shape).double()
+            coef = (ur * yr).sum(dim=2, keepdim=True) / yr.pow(2).sum(dim=2, keepdim=True).clamp_min(1e-300)
+            u = (ur - coef * yr).float().reshape(P, n)
+        if c.units == "dynpartial" and self.post_norms[site] is not None:
+            rho_i = _own_rms(x, shape)
+            kappa = torch.where(rho_i > 1e-30, r_out.reshape(1, -1) / rho_i, torch.zeros_like(rho_i))
+            self._kappa[kind] = kappa
+            self._last_kappa = kappa
         if rho is not None:
             u = (u.reshape(shape) * self_gain).reshape(P, n)
         elif c.units != "self":

@@ -48,6 +48,7 @@ CANDIDATES = {
     "jacobian": Candidate(units="jacobian"),
     "kind-jacobian": Candidate(states="per-kind", units="jacobian"),
     "partial": Candidate(units="partial"),
+    "dynpartial": Candidate(units="dynpartial"),
     "self": Candidate(units="self"),
 }
 
@@ -56,10 +57,11 @@ def parse_row(name: str):
     transport, _, candidate = name.partition("-")
     if transport not in TRANSPORTS:
         raise ValueError(f"row {name!r}: transport {transport!r} is not one of {list(TRANSPORTS)}")
-    # CANDIDATE[@etaE][@local][@profP][@floorF][@b1_B][@b2_B][@clipC|@clipkeepC]: eta E instead of 0.75, the
-    # local residual instead of the global one, the per-feature profile's power and floor, the averages'
-    # decays, the correction clamped to C times the rank's own per-token RMS (its clamped-off part dropped
-    # or kept in the residual)
+    # CANDIDATE[@etaE][@local][@profP][@floorF][@b1_B][@b2_B][@clipC|@clipkeepC][@radial][@lastsite]: eta E
+    # instead of 0.75, the local residual instead of the global one, the per-feature profile's power and
+    # floor, the averages' decays, the correction clamped to C times the rank's own per-token RMS (its
+    # clamped-off part dropped or kept in the residual), the residual's component along the delivered row
+    # not carried, dynpartial's ratio from the last site whatever its kind
     base, *mods = candidate.split("@")
     if base not in CANDIDATES:
         raise ValueError(f"row {name!r}: candidate {base!r} is not one of {list(CANDIDATES)}")
@@ -81,6 +83,10 @@ def parse_row(name: str):
             c = dataclasses.replace(c, clip=float(mod[8:]), keep=True)
         elif mod.startswith("clip"):
             c = dataclasses.replace(c, clip=float(mod[4:]))
+        elif mod == "lastsite":
+            c = dataclasses.replace(c, last_site=True)
+        elif mod == "radial":
+            c = dataclasses.replace(c, radial=True)
         elif mod.startswith("pre"):
             c = dataclasses.replace(c, prescale=float(mod[3:]))
         else:

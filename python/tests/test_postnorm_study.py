@@ -34,6 +34,8 @@ def test_clip_rows_parse_into_the_candidates_fields():
     _, kept = study.parse_row("q4-self@local@clipkeep0.5")
     assert (plain.units, plain.residual, plain.clip, plain.keep) == ("self", "local", 2.0, False)
     assert (kept.clip, kept.keep) == (0.5, True)
+    _, dyn = study.parse_row("q4-dynpartial@local@lastsite@radial")
+    assert (dyn.units, dyn.last_site, dyn.radial) == ("dynpartial", True, True)
 
 
 @torch.no_grad()
@@ -52,7 +54,7 @@ def _logits(study, row):
         undo_tensor_parallel(model)
 
 
-@pytest.mark.parametrize("units", ["self", "partial"])
+@pytest.mark.parametrize("units", ["self", "partial", "dynpartial"])
 def test_a_tight_clip_changes_the_correction_and_keeps_the_logits_finite(units):
     # 0.01 of the partial sum's per-token RMS: below a 4-bit error's typical size, so the clamp binds
     study = load_tool("postnorm_study")
@@ -63,3 +65,18 @@ def test_a_tight_clip_changes_the_correction_and_keeps_the_logits_finite(units):
         assert torch.isfinite(logits).all()
     assert not torch.equal(free, clipped)
     assert not torch.equal(clipped, kept)
+
+
+def test_the_sums_rms_estimate_and_the_radial_part_change_the_correction():
+    # dynpartial's factor (r / rho_i of the last same-kind call, or of the last call with @lastsite)
+    # and the radial part left out of the residual each change what is carried
+    study = load_tool("postnorm_study")
+    own = _logits(study, "q4-self@local@prof0.5@clip1")
+    radial = _logits(study, "q4-self@local@prof0.5@clip1@radial")
+    dyn = _logits(study, "q4-dynpartial@local@prof0.5@clip1")
+    last = _logits(study, "q4-dynpartial@local@prof0.5@clip1@lastsite")
+    for logits in (own, radial, dyn, last):
+        assert torch.isfinite(logits).all()
+    assert not torch.equal(own, radial)
+    assert not torch.equal(own, dyn)
+    assert not torch.equal(dyn, last)

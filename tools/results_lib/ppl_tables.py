@@ -280,6 +280,59 @@ def stream_bound_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("mob
             f"carry it better than the exact error does")
 
 
+# The study's calibration-free estimate of the sum's RMS (units "dynpartial" of
+# tools/postnorm_compensators.py) with half the profile and clip 1: the candidate for the spec's next gains.
+DYNPARTIAL = "study-q4-dynpartial@local@prof0.5@clip1"
+
+
+def stream_dynpartial_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:
+    """docs/results-gemma3.md's reading of the dynpartial rows (w16c-*): their gap closed at 4 bits and
+    with the rotation at group 64, the paired verdicts on the 50% and 95% goals, the variants, and the
+    comparison with the toolkit's mode and the calibrated gains."""
+    def row(text: str, name: str) -> Row:
+        return gemma.row(text, "w16c-" + name)
+
+    def closed(name: str, only: Sequence[str] = texts) -> str:
+        return " / ".join(f"{100 * gap_closed(gemma, row(t, name)):.1f}%" for t in only)
+
+    def verdicts(name: str, target: float) -> str:
+        out = []
+        for t in texts:
+            m, interval = closed_margin(gemma, row(t, name), target)
+            out.append(f"{verdict_at_level(interval, 0.0)} ({m:+.3f} {ci(*interval, '+.3f')})")
+        return " / ".join(out)
+
+    def against(name: str, other: str, only: Sequence[str] = texts) -> str:
+        out = []
+        for t in only:
+            s = compare(gemma.windows(row(t, name).csv), gemma.windows(row(t, other).csv))
+            out.append(f"{s.d:+.3f} {ci(*s.d_ci, '+.3f')}")
+        return " / ".join(out)
+
+    rot = DYNPARTIAL.replace("study-q4-", "study-q4rot64-")
+    return (f"Gains from the sum's RMS need no calibration where each rank estimates it as `partial` does, "
+            f"from its own partial sum, with the factor taken from the last call of the same kind instead of "
+            f"a calibration pass (units `dynpartial`: rank i's estimate of token t's sum RMS at site k is "
+            f"rho_k,i(t) times r / rho_i of token t at the last site of k's kind, both of which rank i "
+            f"holds after that call; the update uses the delivered sum's RMS r, which every rank holds). With "
+            f"half the per-feature profile and clip 1 (`dynpartial@local@prof0.5@clip1`) it closes "
+            f"{closed(DYNPARTIAL)} of the 4-bit gap (Moby-Dick / State of the Union), against "
+            f"{closed(COMBINED_BEST)} for the calibrated gains and {closed(TOOLKIT_BEST)} for the toolkit's mode "
+            f"(profile 'sqrt', clip 1); paired against the toolkit's mode it is "
+            f"{against(DYNPARTIAL, TOOLKIT_BEST)}. At 95% the windows say, of the 50% goal (the interval of "
+            f"d(row) - 0.5 d(uncompensated)): {verdicts(DYNPARTIAL, 0.5)}. Without the clip it closes "
+            f"{closed('study-q4-dynpartial@local@prof0.5')}, with neither profile nor clip "
+            f"{closed('study-q4-dynpartial@local')}, at eta 0.85 {closed(DYNPARTIAL + '@eta0.85')}; with "
+            f"clip 0.5 and 2 {closed(DYNPARTIAL.replace('clip1', 'clip0.5'), ['moby'])} and "
+            f"{closed(DYNPARTIAL.replace('clip1', 'clip2'), ['moby'])} (Moby-Dick). Taking the factor from the last "
+            f"site whatever its kind (`@lastsite`) closes {closed(DYNPARTIAL + '@lastsite')}, paired against the "
+            f"same-kind factor {against(DYNPARTIAL + '@lastsite', DYNPARTIAL)}. With the rotation at group 64 it closes {closed(rot)} "
+            f"({closed(rot + '@eta0.85')} at eta 0.85), below the 95% goal: {verdicts(rot, 0.95)}. Removing "
+            f"from the carried residual its component along the delivered row, which the norm's Jacobian "
+            f"(diag(w) / r (I - yhat yhat^T)) never passes to the stream (`@radial`, on the toolkit's own-RMS "
+            f"gains), changes the Moby-Dick row by {against('study-q4-self@local@prof0.5@clip1@radial', 'study-q4-self@local@prof0.5@clip1', ['moby'])}")
+
+
 # The combined candidate of the one-setting rows (data/gemma3/ppl/w16c) and what it adds to.
 COMBINED_BEST = "study-q4-partial@local@prof0.5@clip1"
 # The toolkit's mode closest to it (compensator profile 'sqrt', clip 1: the rank's own RMS, no calibration).

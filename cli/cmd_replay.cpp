@@ -8,7 +8,7 @@
 #include "echo/cuda/can_implement.h"
 #include "echo/replay.h"
 #include "spec_options.h"
-#ifdef ECHO_CLI_HAS_CUDA_BACKEND
+#ifdef ECHO_CLI_HAS_EMULATE_BACKEND
 #include "cuda_backend.h"
 #include "echo/cuda/emulate.h"
 #endif
@@ -85,16 +85,22 @@ void run_replay(const ReplayArgs& args) {
     // What the CUDA path implements, refused as bad options before any GPU work (in every build
     // with the CUDA library; the emulation's check is part of it).
     const bool emulate = args.backend == "emulate";
-#ifdef ECHO_CLI_HAS_CUDA_BACKEND
+#ifdef ECHO_CLI_HAS_EMULATE_BACKEND
     const Status implemented = emulate ? cuda::emulate_can_implement_spec(spec, trace.info().ranks)
                                        : cuda::can_implement(spec, trace.info().ranks);
 #else
     const Status implemented = emulate ? Status::Ok() : cuda::can_implement(spec, trace.info().ranks);
 #endif
     if (!implemented.ok()) fail(name, kExitBadInput, "--backend " + args.backend + ": " + implemented.message());
-#ifdef ECHO_CLI_HAS_CUDA_BACKEND
+#if defined(ECHO_CLI_HAS_CUDA_BACKEND)
     check(name, emulate ? make_emulate_backend(spec, trace.info().ranks, &backend)
                         : make_cuda_backend(spec, trace.info().ranks, &backend));
+#elif defined(ECHO_CLI_HAS_EMULATE_BACKEND)
+    if (!emulate) {
+      fail(name, kExitBadInput, "--backend cuda: this echotk was built without the peer-to-peer kernels "
+                                "(ECHO_CUDA_PEER_TO_PEER=OFF); --backend emulate runs the one-GPU emulation");
+    }
+    check(name, make_emulate_backend(spec, trace.info().ranks, &backend));
 #else
     fail(name, kExitBadInput, "--backend " + args.backend + ": this echotk was built without CUDA");
 #endif

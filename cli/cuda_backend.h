@@ -1,4 +1,5 @@
-// The CUDA library as replay backends (built when cuda/ is): `cuda`, the peer-to-peer collective
+// The CUDA library as replay backends (built when cuda/ is; `cuda` only with the peer-to-peer
+// kernels, ECHO_CUDA_PEER_TO_PEER): `cuda`, the peer-to-peer collective
 // of P ranks over the GPUs present (cuda_backend.cpp), and `emulate`, the one-GPU emulation of P
 // ranks (emulate_backend.cpp), which also runs the calls that need their site.
 #pragma once

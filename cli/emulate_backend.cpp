@@ -10,7 +10,6 @@
 
 #include "cuda_backend.h"
 #include "echo/cuda/emulate.h"
-#include "echo/cuda/host_group.h"
 #include "echo/dtype.h"
 
 namespace echo::cli {
@@ -133,7 +132,10 @@ class EmulateBackend final : public AllReduceBackend {
 }  // namespace
 
 Status make_emulate_backend(const AllReduceSpec& spec, int ranks, std::unique_ptr<AllReduceBackend>* backend) {
-  if (cuda::device_count() == 0) {
+  // The CUDA runtime alone (an echotk built without the peer-to-peer kernels has no HostGroup).
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    (void)cudaGetLastError();
     return Status(StatusCode::kUnsupported, "--backend emulate: no CUDA device is visible");
   }
   cudaStream_t stream = nullptr;

@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef ECHO_CLI_HAS_BENCH
   register_bench(app);
+#elif defined(ECHO_CLI_HAS_EMULATE_BACKEND)
+  register_unavailable(app, "bench", "GPU benchmark against NCCL",
+                       "built without the peer-to-peer kernels (ECHO_CUDA_PEER_TO_PEER=OFF)");
 #else
   register_unavailable(app, "bench", "GPU benchmark against NCCL", "built without CUDA");
 #endif

@@ -2,6 +2,9 @@
 # Builds, tests and benchmarks the CUDA library on the GPU machine in one go; logs go to $OUT
 # (or ./gpu-check-out). Stages run in the order given (default: build test replay conformance bench):
 #   build      configure + build echotk and the GPU tests (sm_90, Release)
+#   build-emulate  configure BUILD_DIR with ECHO_CUDA_PEER_TO_PEER=OFF and build echotk alone: the
+#              one-GPU emulation without the peer-to-peer kernels (a few minutes), for the stages
+#              replay-emulate and conformance-emulate
 #   test-numerics  cuda_numerics_intrinsics, cuda_bitexact, cuda_device_api only
 #   test       ctest -L gpu (the device's conversion instructions against the shared numerics, bit-exact sweep, device API, graph replay, 10,000 calls, timeout, the bench's power monitor,
 #              NCCL transport, both process models); on several GPUs the bit-exact sweep once
@@ -68,6 +71,17 @@ stage_build() {
   cmake --build "$build" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api cuda_numerics_intrinsics bench_power_monitor echo_cuda_multiprocess echo_cuda_stage_probe echo_cuda_job_trace \
         >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
   note "build ok; $(grep -o "echo_cuda_multiprocess: .*" "$out/configure.log")"
+}
+
+stage_build-emulate() {
+  find_nccl "$build"
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DECHO_BUILD_MODEL=OFF \
+        -DECHO_BUILD_TESTS=OFF -DECHO_CUDA_PEER_TO_PEER=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
+        -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||
+    { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
+  cmake --build "$build" -j "$(nproc)" --target echotk >"$out/build.log" 2>&1 ||
+    { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
+  note "build-emulate ok (echotk with the emulation alone)"
 }
 
 # The GPU test executables run directly (ctest -L gpu does the same where every test target of

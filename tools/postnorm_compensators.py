@@ -21,6 +21,10 @@ changes it may make:
   - "dynpartial": as partial, with no calibration: rank i estimates r_k(t) as rho_k,i(t) times
     the ratio r / rho_i of token t at the last same-kind site (the last site's before one of its
     kind; with `last_site` always the last site's), both of which it holds after that call.
+  - "dynself": the update as "self" (the rank's own RMS), the apply as "self" times
+    kappa_kind / kappa_last per rank and token, kappa = r / rho_i of the last same-kind site and of
+    the last site: dynpartial's estimate with the update left in the rank's own units (the state then
+    holds the stream error times the last site's kappa, which the apply divides out).
   - "self": per-token gains gbar_k / rho_k,i(t) from each rank's own partial sum, rho its RMS
     over the token's row, at the apply and the update alike (no calibration: a constant factor
     common to all sites cancels between the update and the apply). With `profile` p > 0 the gain
@@ -55,9 +59,9 @@ import torch
 
 from echotk import AllReduce, Spec
 
-UNITS = ("site", "static", "dynamic", "oracle", "jacobian", "partial", "dynpartial", "self")
+UNITS = ("site", "static", "dynamic", "oracle", "jacobian", "partial", "dynpartial", "dynself", "self")
 STATES = ("shared", "per-kind")
-PROFILE_UNITS = ("self", "dynamic", "oracle", "partial", "dynpartial")   # the per-token gains a per-feature profile multiplies
+PROFILE_UNITS = ("self", "dynself", "dynamic", "oracle", "partial", "dynpartial")   # the per-token gains a per-feature profile multiplies
 
 
 @dataclasses.dataclass
@@ -218,7 +222,7 @@ class StudyAllReduce:
         x = parts.float()
         shape = (P, n // self.hidden, self.hidden)
         rho = None
-        if c.units == "self" and self.post_norms[site] is not None:
+        if c.units in ("self", "dynself") and self.post_norms[site] is not None:
             rho = _own_rms(x, shape)                                                             # [P, T]
             self_gain = (self._gbar(site) / rho).unsqueeze(2)                                    # [P, T, 1]
             if c.profile != 0.0:
@@ -231,7 +235,12 @@ class StudyAllReduce:
             r = self._apply_rms(site, kind, x.sum(dim=0), x) if per_token else None
             if rho is not None:
                 corr = (corr.reshape(shape) / self_gain).reshape(P, n)
-            elif c.units == "self":
+                if c.units == "dynself" and self._last_kappa is not None:
+                    kind_kappa = self._kappa.get(kind, self._last_kappa)
+                    ratio = torch.where(self._last_kappa > 0, kind_kappa / self._last_kappa.clamp_min(1e-30),
+                                        torch.zeros_like(kind_kappa))
+                    corr = (corr.reshape(shape) * ratio.unsqueeze(2)).reshape(P, n)
+            elif c.units in ("self", "dynself"):
                 pass
             elif r is None and per_token and self.post_norms[site] is not None:
                 corr = torch.zeros_like(corr)   # no estimate yet: no correction
@@ -274,14 +283,14 @@ class StudyAllReduce:
             ur = u.reshape(shape).double()
             coef = (ur * yr).sum(dim=2, keepdim=True) / yr.pow(2).sum(dim=2, keepdim=True).clamp_min(1e-300)
             u = (ur - coef * yr).float().reshape(P, n)
-        if c.units == "dynpartial" and self.post_norms[site] is not None:
+        if c.units in ("dynpartial", "dynself") and self.post_norms[site] is not None:
             rho_i = _own_rms(x, shape)
             kappa = torch.where(rho_i > 1e-30, r_out.reshape(1, -1) / rho_i, torch.zeros_like(rho_i))
             self._kappa[kind] = kappa
             self._last_kappa = kappa
         if rho is not None:
             u = (u.reshape(shape) * self_gain).reshape(P, n)
-        elif c.units != "self":
+        elif c.units not in ("self", "dynself"):
             u = (u.reshape(shape) * self._gain(site, r_out, inverse=False)).reshape(P, n)
         if state.m1 is None:
             state.m1 = torch.zeros_like(u)

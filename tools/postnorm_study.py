@@ -49,6 +49,7 @@ CANDIDATES = {
     "kind-jacobian": Candidate(states="per-kind", units="jacobian"),
     "partial": Candidate(units="partial"),
     "dynpartial": Candidate(units="dynpartial"),
+    "dynself": Candidate(units="dynself"),
     "self": Candidate(units="self"),
 }
 

@@ -68,15 +68,17 @@ def test_a_tight_clip_changes_the_correction_and_keeps_the_logits_finite(units):
 
 
 def test_the_sums_rms_estimate_and_the_radial_part_change_the_correction():
-    # dynpartial's factor (r / rho_i of the last same-kind call, or of the last call with @lastsite)
-    # and the radial part left out of the residual each change what is carried
+    # dynpartial's factor (r / rho_i of the last same-kind call, or of the last call with @lastsite),
+    # dynself's ratio of factors and the radial part left out of the residual each change what is carried
     study = load_tool("postnorm_study")
     own = _logits(study, "q4-self@local@prof0.5@clip1")
     radial = _logits(study, "q4-self@local@prof0.5@clip1@radial")
     dyn = _logits(study, "q4-dynpartial@local@prof0.5@clip1")
     last = _logits(study, "q4-dynpartial@local@prof0.5@clip1@lastsite")
-    for logits in (own, radial, dyn, last):
+    deferred = _logits(study, "q4-dynself@local@prof0.5@clip1")
+    for logits in (own, radial, dyn, last, deferred):
         assert torch.isfinite(logits).all()
     assert not torch.equal(own, radial)
     assert not torch.equal(own, dyn)
     assert not torch.equal(dyn, last)
+    assert not torch.equal(own, deferred) and not torch.equal(dyn, deferred)

@@ -61,7 +61,8 @@ from echotk import AllReduce, Spec
 
 UNITS = ("site", "static", "dynamic", "oracle", "jacobian", "partial", "dynpartial", "dynself", "self")
 STATES = ("shared", "per-kind")
-PROFILE_UNITS = ("self", "dynself", "dynamic", "oracle", "partial", "dynpartial")   # the per-token gains a per-feature profile multiplies
+# the per-token gains a per-feature profile multiplies
+PROFILE_UNITS = ("self", "dynself", "dynamic", "oracle", "partial", "dynpartial")
 
 
 @dataclasses.dataclass
@@ -90,6 +91,8 @@ class Candidate:
             raise ValueError(f"clip must be a finite number >= 0, got {self.clip!r}")
         if self.profile != 0.0 and self.units not in PROFILE_UNITS:
             raise ValueError(f"profile is read by units {PROFILE_UNITS} only, got units {self.units!r}")
+        if self.last_site and self.units != "dynpartial":
+            raise ValueError(f"last_site is read by units 'dynpartial' only, got units {self.units!r}")
         if self.keep and self.clip == 0.0:
             raise ValueError("keep needs a clip > 0 (it keeps the clamped-off part)")
 
@@ -152,7 +155,7 @@ class StudyAllReduce:
         self._states: Dict[int, _State] = {}
         self._rms: Dict[int, torch.Tensor] = {}   # last delivered output's per-token RMS, by kind
         self._last_rms: Optional[torch.Tensor] = None
-        self._kappa: Dict[int, torch.Tensor] = {}  # dynpartial: last r / rho_i per rank and token [P, T], by kind
+        self._kappa: Dict[int, torch.Tensor] = {}  # dynpartial, dynself: last r / rho_i [P, T], by kind
         self._last_kappa: Optional[torch.Tensor] = None
 
     # The gain of site k on a [P, n] tensor: a scalar, a [T, 1] column or a [T, hidden] block.

@@ -21,6 +21,7 @@ IDS = torch.tensor([[5, 17, 3, 88, 42, 9, 61, 2, 33, 70, 11]])
     ("q4-self@local@clipkeep0", "keep needs a clip > 0"),
     ("q4-self@local@clipnan", "finite number >= 0"),
     ("q4-self@wobble", "unknown modifier @wobble"),
+    ("q4-self@local@lastsite", "last_site is read by units 'dynpartial' only"),
     ("q5-self", "transport 'q5'"),
 ])
 def test_bad_rows_are_refused_naming_what_is_wrong(row, words):

@@ -280,66 +280,79 @@ def stream_bound_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("mob
             f"carry it better than the exact error does")
 
 
+def _w16c(gemma: Index, text: str, name: str) -> Row:
+    """A row of the one-setting rows (data/gemma3/ppl/w16c)."""
+    return gemma.row(text, "w16c-" + name)
+
+
+def _closed_w16c(gemma: Index, name: str, texts: Sequence[str]) -> str:
+    """The gap a one-setting row closes on each text: "53.5% / 51.1%"."""
+    return " / ".join(f"{100 * gap_closed(gemma, _w16c(gemma, t, name)):.1f}%" for t in texts)
+
+
+def _against_w16c(gemma: Index, name: str, other: str, texts: Sequence[str]) -> str:
+    """One one-setting row paired against another on each text: "-0.043 [-0.073, -0.013] / ..."."""
+    out = []
+    for t in texts:
+        s = compare(gemma.windows(_w16c(gemma, t, name).csv), gemma.windows(_w16c(gemma, t, other).csv))
+        out.append(f"{s.d:+.3f} {ci(*s.d_ci, '+.3f')}")
+    return " / ".join(out)
+
+
 # The study's calibration-free estimate of the sum's RMS (units "dynpartial" of
-# tools/postnorm_compensators.py) with half the profile and clip 1: the candidate for the spec's next gains.
+# tools/postnorm_compensators.py) with half the profile and clip 1: the candidate for the spec's next
+# gains; its rotation row, and the variant that keeps the update in the rank's own units.
 DYNPARTIAL = "study-q4-dynpartial@local@prof0.5@clip1"
+DYNPARTIAL_ROT64 = "study-q4rot64-dynpartial@local@prof0.5@clip1"
+DYNSELF = "study-q4-dynself@local@prof0.5@clip1"
 
 
 def stream_dynpartial_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:
     """docs/results-gemma3.md's reading of the dynpartial rows (w16c-*): their gap closed at 4 bits and
     with the rotation at group 64, the paired verdicts on the 50% and 95% goals, the variants, and the
     comparison with the toolkit's mode and the calibrated gains."""
-    def row(text: str, name: str) -> Row:
-        return gemma.row(text, "w16c-" + name)
-
     def closed(name: str, only: Sequence[str] = texts) -> str:
-        return " / ".join(f"{100 * gap_closed(gemma, row(t, name)):.1f}%" for t in only)
+        return _closed_w16c(gemma, name, only)
+
+    def against(name: str, other: str, only: Sequence[str] = texts) -> str:
+        return _against_w16c(gemma, name, other, only)
 
     def verdicts(name: str, target: float) -> str:
         out = []
         for t in texts:
-            m, interval = closed_margin(gemma, row(t, name), target)
+            m, interval = closed_margin(gemma, _w16c(gemma, t, name), target)
             out.append(f"{verdict_at_level(interval, 0.0)} ({m:+.3f} {ci(*interval, '+.3f')})")
         return " / ".join(out)
 
-    def against(name: str, other: str, only: Sequence[str] = texts) -> str:
-        out = []
-        for t in only:
-            s = compare(gemma.windows(row(t, name).csv), gemma.windows(row(t, other).csv))
-            out.append(f"{s.d:+.3f} {ci(*s.d_ci, '+.3f')}")
-        return " / ".join(out)
-
-    rot = DYNPARTIAL.replace("study-q4-", "study-q4rot64-")
-    return (f"Gains from the sum's RMS need no calibration where each rank estimates it as `partial` does, "
-            f"from its own partial sum, with the factor taken from the last call of the same kind instead of "
-            f"a calibration pass (units `dynpartial`: rank i's estimate of token t's sum RMS at site k is "
-            f"rho_k,i(t) times r / rho_i of token t at the last site of k's kind, both of which rank i "
-            f"holds after that call; the update uses the delivered sum's RMS r, which every rank holds). With "
-            f"half the per-feature profile and clip 1 (`dynpartial@local@prof0.5@clip1`) it closes "
-            f"{closed(DYNPARTIAL)} of the 4-bit gap (Moby-Dick / State of the Union), against "
-            f"{closed(COMBINED_BEST)} for the calibrated gains and {closed(TOOLKIT_BEST)} for the toolkit's mode "
-            f"(profile 'sqrt', clip 1); paired against the toolkit's mode it is "
-            f"{against(DYNPARTIAL, TOOLKIT_BEST)}. At 95% the windows say, of the 50% goal (the interval of "
-            f"d(row) - 0.5 d(uncompensated)): {verdicts(DYNPARTIAL, 0.5)}. Without the clip it closes "
-            f"{closed('study-q4-dynpartial@local@prof0.5')}, with neither profile nor clip "
-            f"{closed('study-q4-dynpartial@local')}, at eta 0.85 {closed(DYNPARTIAL + '@eta0.85')}; with "
-            f"clip 0.5 and 2 {closed(DYNPARTIAL.replace('clip1', 'clip0.5'), ['moby'])} and "
-            f"{closed(DYNPARTIAL.replace('clip1', 'clip2'), ['moby'])} (Moby-Dick). Taking the factor from the last "
-            f"site whatever its kind (`@lastsite`) closes {closed(DYNPARTIAL + '@lastsite')}, paired against the "
-            f"same-kind factor {against(DYNPARTIAL + '@lastsite', DYNPARTIAL)}. The update "
-            f"needs the sum's RMS too: leaving it in the rank's own units and dividing the last site's "
-            f"factor out at the apply instead (`dynself`) closes {closed(DYNPARTIAL.replace('dynpartial', 'dynself'))}, "
-            f"paired against dynpartial {against(DYNPARTIAL.replace('dynpartial', 'dynself'), DYNPARTIAL)}. With the rotation at group 64 it closes {closed(rot)} "
-            f"({closed(rot + '@eta0.85')} at eta 0.85, {closed(rot + '@eta1')} at eta 1, "
-            f"{closed(rot.replace('clip1', 'clip0.5'))} with clip 0.5, "
-            f"{closed('study-q4rot64-dynpartial@local')} with neither profile nor clip), below the 95% goal: "
-            f"{verdicts(rot, 0.95)}, and with clip 0.5 {verdicts(rot.replace('clip1', 'clip0.5'), 0.95)}; "
-            f"the delayed exact cancellation reaches "
-            f"{' / '.join(percent(gap_closed(gemma, gemma.row(t, 'w16-bound-q4rot64'))) for t in texts)} there "
-            f"(the 16-window rows). Removing "
-            f"from the carried residual its component along the delivered row, which the norm's Jacobian "
-            f"(diag(w) / r (I - yhat yhat^T)) never passes to the stream (`@radial`, on the toolkit's own-RMS "
-            f"gains), changes the Moby-Dick row by {against('study-q4-self@local@prof0.5@clip1@radial', 'study-q4-self@local@prof0.5@clip1', ['moby'])}")
+    rot, rot05 = DYNPARTIAL_ROT64, DYNPARTIAL_ROT64.replace("clip1", "clip0.5")
+    bound = " / ".join(percent(gap_closed(gemma, gemma.row(t, "w16-bound-q4rot64"))) for t in texts)
+    radial = "study-q4-self@local@prof0.5@clip1"
+    return (f"The sum's RMS can be estimated without a calibration pass: each rank takes its own partial "
+            f"sum's RMS, as `partial` does, times the ratio r / rho_i that the token had at the last site of "
+            f"the same kind (units `dynpartial`: rank i's estimate at site k is rho_k,i(t) times that ratio, "
+            f"both of whose terms rank i holds after that call; the update uses the delivered sum's RMS r, "
+            f"which every rank holds). With half the per-feature profile and clip 1 "
+            f"(`dynpartial@local@prof0.5@clip1`) it closes {closed(DYNPARTIAL)} of the 4-bit gap (Moby-Dick / "
+            f"State of the Union), against {closed(COMBINED_BEST)} for the calibrated gains and "
+            f"{closed(TOOLKIT_BEST)} for the toolkit's mode (profile 'sqrt', clip 1); paired against the "
+            f"toolkit's mode it is {against(DYNPARTIAL, TOOLKIT_BEST)}. At 95% the windows say, of the 50% "
+            f"goal (the interval of d(row) - 0.5 d(uncompensated)): {verdicts(DYNPARTIAL, 0.5)}. Without the "
+            f"clip it closes {closed('study-q4-dynpartial@local@prof0.5')}, with neither profile nor clip "
+            f"{closed('study-q4-dynpartial@local')}, at eta 0.85 {closed(DYNPARTIAL + '@eta0.85')}; with clip "
+            f"0.5 and 2 {closed(DYNPARTIAL.replace('clip1', 'clip0.5'), ['moby'])} and "
+            f"{closed(DYNPARTIAL.replace('clip1', 'clip2'), ['moby'])} (Moby-Dick). Taking the ratio from the "
+            f"last site whatever its kind (`@lastsite`) closes {closed(DYNPARTIAL + '@lastsite')}, paired "
+            f"against the same-kind ratio {against(DYNPARTIAL + '@lastsite', DYNPARTIAL)}. The update needs "
+            f"the sum's RMS too: leaving it in the rank's own units and dividing the last site's ratio out at "
+            f"the apply instead (`dynself`) closes {closed(DYNSELF)}, paired against dynpartial "
+            f"{against(DYNSELF, DYNPARTIAL)}. With the rotation at group 64 it closes {closed(rot)} "
+            f"({closed(rot + '@eta0.85')} at eta 0.85, {closed(rot + '@eta1')} at eta 1, {closed(rot05)} with "
+            f"clip 0.5, {closed('study-q4rot64-dynpartial@local')} with neither profile nor clip), below the "
+            f"95% goal: {verdicts(rot, 0.95)}, and with clip 0.5 {verdicts(rot05, 0.95)}; the delayed exact "
+            f"cancellation reaches {bound} there (the 16-window rows). Removing from the carried residual its "
+            f"component along the delivered row, which the norm's Jacobian (diag(w) / r (I - yhat yhat^T)) "
+            f"never passes to the stream (`@radial`, on the toolkit's own-RMS gains), changes the Moby-Dick "
+            f"row by {against(radial + '@radial', radial, ['moby'])}")
 
 
 # The combined candidate of the one-setting rows (data/gemma3/ppl/w16c) and what it adds to.
@@ -353,13 +366,13 @@ def stream_combined_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) 
     gap closed against the toolkit's stream-local row, the drift of that row between settings, and
     the @beside diagnostic against @through (Moby-Dick)."""
     def row(text: str, name: str) -> Row:
-        return gemma.row(text, "w16c-" + name)
+        return _w16c(gemma, text, name)
 
     def fractions(name: str) -> List[float]:
         return [gap_closed(gemma, row(t, name)) for t in texts]
 
     def closed(name: str) -> str:
-        return " / ".join(f"{100 * f:.1f}%" for f in fractions(name))
+        return _closed_w16c(gemma, name, texts)
 
     def reaches(name: str, goal: float) -> str:
         return "at or above" if min(fractions(name)) >= goal else "below"
@@ -368,11 +381,7 @@ def stream_combined_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) 
         return " / ".join(f"{gemma.stats(gemma.row(t, prefix + name)).d:+.4f}" for t in texts)
 
     def against(name: str, other: str) -> str:
-        out = []
-        for t in texts:
-            s = compare(gemma.windows(row(t, name).csv), gemma.windows(row(t, other).csv))
-            out.append(f"{s.d:+.3f} {ci(*s.d_ci, '+.3f')}")
-        return " / ".join(out)
+        return _against_w16c(gemma, name, other, texts)
 
     eta_gain = 100 * (gap_closed(gemma, row("moby", COMBINED_BEST + "@eta0.85")) -
                       gap_closed(gemma, row("moby", COMBINED_BEST)))

@@ -301,10 +301,11 @@ def _against_w16c(gemma: Index, name: str, other: str, texts: Sequence[str]) -> 
 
 # The study's calibration-free estimate of the sum's RMS (units "dynpartial" of
 # tools/postnorm_compensators.py) with half the profile and clip 1: the candidate for the spec's next
-# gains; its rotation row, and the variant that keeps the update in the rank's own units.
+# gains; its rotation row, the variant that keeps the update in the rank's own units, and its 8-bit row.
 DYNPARTIAL = "study-q4-dynpartial@local@prof0.5@clip1"
 DYNPARTIAL_ROT64 = "study-q4rot64-dynpartial@local@prof0.5@clip1"
 DYNSELF = "study-q4-dynself@local@prof0.5@clip1"
+DYNPARTIAL8 = "study-q8-dynpartial@local@prof0.5@clip1"
 
 
 def stream_dynpartial_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:
@@ -324,6 +325,14 @@ def stream_dynpartial_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")
             out.append(f"{verdict_at_level(interval, 0.0)} ({m:+.3f} {ci(*interval, '+.3f')})")
         return " / ".join(out)
 
+    def d8(name: str) -> str:
+        out = []
+        for t in texts:
+            st = gemma.stats(_w16c(gemma, t, name))
+            out.append(f"{st.d:+.4f} {ci(*st.d_ci, '+.4f')}")
+        return " / ".join(out)
+
+    within8 = all(gemma.stats(_w16c(gemma, t, DYNPARTIAL8)).d_ci[1] <= 0.01 for t in texts)
     rot, rot05 = DYNPARTIAL_ROT64, DYNPARTIAL_ROT64.replace("clip1", "clip0.5")
     bound = " / ".join(percent(gap_closed(gemma, gemma.row(t, "w16-bound-q4rot64"))) for t in texts)
     radial = "study-q4-self@local@prof0.5@clip1"
@@ -349,7 +358,9 @@ def stream_dynpartial_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")
             f"({closed(rot + '@eta0.85')} at eta 0.85, {closed(rot + '@eta1')} at eta 1, {closed(rot05)} with "
             f"clip 0.5, {closed('study-q4rot64-dynpartial@local')} with neither profile nor clip), below the "
             f"95% goal: {verdicts(rot, 0.95)}, and with clip 0.5 {verdicts(rot05, 0.95)}; the delayed exact "
-            f"cancellation reaches {bound} there (the 16-window rows). Removing from the carried residual its "
+            f"cancellation reaches {bound} there (the 16-window rows). At 8 bits it costs {d8(DYNPARTIAL8)} "
+            f"nats against 16-bit (the study's stream-local at 8 bits {d8('study-q8-self@local')}), "
+            f"{'within' if within8 else 'not within'} the +0.01 of the 8-bit goal at 95%. Removing from the carried residual its "
             f"component along the delivered row, which the norm's Jacobian (diag(w) / r (I - yhat yhat^T)) "
             f"never passes to the stream (`@radial`, on the toolkit's own-RMS gains), changes the Moby-Dick "
             f"row by {against(radial + '@radial', radial, ['moby'])}")

@@ -204,7 +204,8 @@ class StudyAllReduce:
         gbar = self._gbar(site)
         return (w.clamp_min(self.candidate.floor * gbar) / gbar).pow(self.candidate.profile)
 
-    def _apply_rms(self, site: int, kind: int, exact: torch.Tensor, x: torch.Tensor) -> Optional[torch.Tensor]:
+    def _apply_rms(self, site: int, kind: int, exact: torch.Tensor, x: torch.Tensor,
+                   own: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
         if self.candidate.units == "partial":
             P = x.shape[0]
             return self.kappas[site] * x.reshape(P, -1, self.hidden).double().pow(2).mean(dim=2).sqrt().float()
@@ -212,7 +213,7 @@ class StudyAllReduce:
             return _rms_rows(exact, self.hidden)
         if self.candidate.units == "dynpartial":
             kappa = self._last_kappa if self.candidate.last_site else self._kappa.get(kind, self._last_kappa)
-            return None if kappa is None else kappa * _own_rms(x, (x.shape[0], -1, self.hidden))
+            return None if kappa is None or own is None else kappa * own
         return self._rms.get(kind, self._last_rms)
 
     def __call__(self, parts: torch.Tensor, direction: str = "forward") -> torch.Tensor:
@@ -224,9 +225,14 @@ class StudyAllReduce:
         state = self._states.setdefault(key, _State())
         x = parts.float()
         shape = (P, n // self.hidden, self.hidden)
+        # each rank's per-token RMS of its own partial sums [P, T], formed once where a post-norm site's
+        # gains, dynpartial's estimate or the clip read it
+        own = None
+        if self.post_norms[site] is not None and (c.units in ("self", "dynself", "dynpartial") or c.clip > 0.0):
+            own = _own_rms(x, shape)
         rho = None
-        if c.units in ("self", "dynself") and self.post_norms[site] is not None:
-            rho = _own_rms(x, shape)                                                             # [P, T]
+        if c.units in ("self", "dynself") and own is not None:
+            rho = own
             self_gain = (self._gbar(site) / rho).unsqueeze(2)                                    # [P, T, 1]
             if c.profile != 0.0:
                 self_gain = self_gain * self._profile(site).reshape(1, 1, -1)                    # [P, T, H]
@@ -235,7 +241,7 @@ class StudyAllReduce:
         if state.m1 is not None:
             corr = k["eta"] * (k["a"] * state.m1 + k["oa"] * state.m2)   # fp32, in the state's units
             per_token = c.units in ("dynamic", "oracle", "jacobian", "partial", "dynpartial")
-            r = self._apply_rms(site, kind, x.sum(dim=0), x) if per_token else None
+            r = self._apply_rms(site, kind, x.sum(dim=0), x, own) if per_token else None
             if rho is not None:
                 corr = (corr.reshape(shape) / self_gain).reshape(P, n)
                 if c.units == "dynself" and self._last_kappa is not None:
@@ -250,7 +256,7 @@ class StudyAllReduce:
             else:
                 corr = (corr.reshape(shape) * self._gain(site, r, inverse=True)).reshape(P, n)
             if c.clip > 0.0 and self.post_norms[site] is not None:
-                bound = (c.clip * (rho if rho is not None else _own_rms(x, shape))).unsqueeze(2)
+                bound = (c.clip * own).unsqueeze(2)
                 full = corr.reshape(shape)
                 kept = torch.minimum(torch.maximum(full, -bound), bound)
                 clipped_off = (full - kept).reshape(P, n) if c.keep else None
@@ -287,8 +293,7 @@ class StudyAllReduce:
             coef = (ur * yr).sum(dim=2, keepdim=True) / yr.pow(2).sum(dim=2, keepdim=True).clamp_min(1e-300)
             u = (ur - coef * yr).float().reshape(P, n)
         if c.units in ("dynpartial", "dynself") and self.post_norms[site] is not None:
-            rho_i = _own_rms(x, shape)
-            kappa = torch.where(rho_i > 1e-30, r_out.reshape(1, -1) / rho_i, torch.zeros_like(rho_i))
+            kappa = torch.where(own > 1e-30, r_out.reshape(1, -1) / own, torch.zeros_like(own))
             self._kappa[kind] = kappa
             self._last_kappa = kappa
         if rho is not None:

@@ -61,26 +61,31 @@ date_tag=$(date -u +%Y-%m-%d)
 summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 
-stage_build() {
+# configure_and_build TARGETS [CMAKE_ARGS...]: BUILD_DIR configured for sm_90, Release, no model (NCCL
+# found by scripts/nccl_env.sh), then TARGETS (space-separated) built; FAILED notes and the first
+# errors in the summary.
+configure_and_build() {
+  local targets=$1
+  shift
   find_nccl "$build"
   note "nccl root: ${nccl_root:-system}"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DECHO_BUILD_MODEL=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
-        -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||
+        -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial "$@" >"$out/configure.log" 2>&1 ||
     { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
-  cmake --build "$build" -j "$(nproc)" --target echotk cuda_bitexact cuda_device_api cuda_numerics_intrinsics bench_power_monitor echo_cuda_multiprocess echo_cuda_stage_probe echo_cuda_job_trace \
-        >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
+  # shellcheck disable=SC2086  # the targets are words
+  cmake --build "$build" -j "$(nproc)" --target $targets >"$out/build.log" 2>&1 ||
+    { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
+}
+
+stage_build() {
+  configure_and_build "echotk cuda_bitexact cuda_device_api cuda_numerics_intrinsics bench_power_monitor echo_cuda_multiprocess echo_cuda_stage_probe echo_cuda_job_trace" ||
+    return 1
   note "build ok; $(grep -o "echo_cuda_multiprocess: .*" "$out/configure.log")"
 }
 
 stage_build-emulate() {
-  find_nccl "$build"
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DECHO_BUILD_MODEL=OFF \
-        -DECHO_BUILD_TESTS=OFF -DECHO_CUDA_PEER_TO_PEER=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
-        -DHDF5_INCLUDE_DIRS=/usr/include/hdf5/serial >"$out/configure.log" 2>&1 ||
-    { note "configure FAILED"; tail -30 "$out/configure.log"; return 1; }
-  cmake --build "$build" -j "$(nproc)" --target echotk >"$out/build.log" 2>&1 ||
-    { note "build FAILED"; grep -E "error" "$out/build.log" | head -40; return 1; }
+  configure_and_build echotk -DECHO_BUILD_TESTS=OFF -DECHO_CUDA_PEER_TO_PEER=OFF || return 1
   note "build-emulate ok (echotk with the emulation alone)"
 }
 

@@ -51,7 +51,10 @@ class EmulateBackend final : public AllReduceBackend {
       : spec_(spec), ranks_(ranks), stream_(stream) {}
   ~EmulateBackend() override { cudaStreamDestroy(stream_); }
   const char* name() const override { return "emulate"; }
-  void start_pass() override { fresh_ = true; }
+  void start_pass() override {
+    fresh_ = true;
+    pass_ratios_ = 0;
+  }
 
   Status run(std::size_t count, const float* const* inputs, float* const* outputs, float* const* compensated,
              AllReduceReport* report, const SiteInfo* site) override {
@@ -85,6 +88,19 @@ class EmulateBackend final : public AllReduceBackend {
         ECHO_TRY(gains_.reserve(gains));
         a.gains = gains_.get();
         a.gains_bytes = gains;
+      }
+      const std::size_t ratios = cuda::emulate_ratios_bytes(spec_, ranks_, count, *site);
+      if (ratios != 0) {
+        // Kept from call to call of a pass (gains 'sum'): one ratio per rank, kind and row.
+        if (!fresh_ && pass_ratios_ != 0 && ratios != pass_ratios_) {
+          return Status(StatusCode::kInvalidArgument,
+                        "compensator gains 'sum': this site's rows differ from the earlier sites' of the pass (the "
+                        "row ratios are kept per row)");
+        }
+        ECHO_TRY(ratios_.reserve(ratios));
+        pass_ratios_ = ratios;
+        a.ratios = ratios_.get();
+        a.ratios_bytes = ratios;
       }
       if (site->has_post_norm && !site->weights.empty()) {
         ECHO_TRY(weights_.reserve(site->weights.size() * 4));
@@ -125,7 +141,8 @@ class EmulateBackend final : public AllReduceBackend {
   cudaStream_t stream_;
   bool fresh_ = true;
   std::size_t count_ = 0;
-  DeviceBuffer parts_, out_, workspace_, state_, compensated_, gains_, weights_;
+  std::size_t pass_ratios_ = 0;  // gains 'sum': the row ratios' bytes of this pass's post-norm sites
+  DeviceBuffer parts_, out_, workspace_, state_, compensated_, gains_, weights_, ratios_;
   std::vector<unsigned char> host_;
 };
 

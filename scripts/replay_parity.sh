@@ -78,6 +78,8 @@ stream_configs=(
   "--compensator-units stream --residual local --compensator-profile sqrt --compensator-clip 1 --bits 4 --compensator dual --dtype bf16"
   "--compensator-units stream --compensator-profile sqrt --compensator-clip 0.5 --bits 8 --compensator single --dtype fp32"
   "--compensator-units stream --residual local --rotation hadamard --group 64 --compensator-profile sqrt --compensator-clip 2 --state-dtype bf16 --dtype bf16"
+  "--compensator-units stream --compensator-gains sum --residual local --compensator-profile sqrt --compensator-clip 1 --bits 4 --compensator dual --dtype bf16"
+  "--compensator-units stream --compensator-gains sum --rotation hadamard --group 64 --bits 8 --compensator single --state-dtype bf16 --dtype fp32"
 )
 
 compare() {  # compare FILE_A FILE_B: prints "same" or where the first bits differ

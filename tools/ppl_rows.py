@@ -62,11 +62,15 @@ OUTLIER_ROWS = {
 }
 
 
-def _stream_sqrt(rot64: bool, clip: float, eta=None):
+def _stream_sqrt(rot64: bool, clip: float, eta=None, gains: str = "own", bits: int = 4):
     """A row of stream units with the local residual, profile 'sqrt' and `clip` (numerics 6.1), at
-    the default eta or `eta`, with the rotation at group 64 where `rot64`."""
+    the default eta or `eta`, with the rotation at group 64 where `rot64`, the gains `gains` (step 8)
+    and `bits` bits."""
     options = dict(compensator_units="stream", residual="local", compensator_profile="sqrt", compensator_clip=clip)
     flags = "--ranks 4 --allreduce echo "
+    if bits != 4:
+        options["bits"] = bits
+        flags += f"--bits {bits} "
     if rot64:
         options.update(rotation="hadamard", group=64)
         flags += "--rotation hadamard --group 64 "
@@ -74,7 +78,11 @@ def _stream_sqrt(rot64: bool, clip: float, eta=None):
     if eta is not None:
         options["eta"] = eta
         flags += f"--eta {eta:g} "
-    return 4, options, flags + f"--compensator-units stream --compensator-profile sqrt --compensator-clip {clip:g}"
+    flags += f"--compensator-units stream --compensator-profile sqrt --compensator-clip {clip:g}"
+    if gains != "own":
+        options["compensator_gains"] = gains
+        flags += f" --compensator-gains {gains}"
+    return 4, options, flags
 
 
 # Compensator units 'stream' (docs/numerics.md 6.1, CPU reference only) and the 8-bit control
@@ -120,6 +128,12 @@ POSTNORM_ROWS = {
     "p4-rot64-stream-local-sqrt-clip1-eta1": _stream_sqrt(rot64=True, clip=1.0, eta=1.0),
     "p4-rot64-stream-local-sqrt-clip2": _stream_sqrt(rot64=True, clip=2.0),
     "p4-rot64-stream-local-sqrt-clip05": _stream_sqrt(rot64=True, clip=0.5),
+    # Gains 'sum' (docs/numerics.md 6.1, step 8): the update at the delivered sum's row RMS, the apply
+    # at the own RMS times the last same-kind site's ratio.
+    "p4-stream-local-sqrt-clip1-sum": _stream_sqrt(rot64=False, clip=1.0, gains="sum"),
+    "p4-rot64-stream-local-sqrt-clip1-sum": _stream_sqrt(rot64=True, clip=1.0, gains="sum"),
+    "p4-rot64-stream-local-sqrt-clip05-sum": _stream_sqrt(rot64=True, clip=0.5, gains="sum"),
+    "p4-echo8-stream-local-sqrt-clip1-sum": _stream_sqrt(rot64=False, clip=1.0, gains="sum", bits=8),
 }
 ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS, "postnorm": POSTNORM_ROWS}
 ALL_ROWS = {**ROWS, **OUTLIER_ROWS, **POSTNORM_ROWS}

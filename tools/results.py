@@ -105,6 +105,7 @@ def generators(d: Data) -> Dict[str, Dict[str, Callable[[], str]]]:
             "stream-bound-text": lambda: pt.stream_bound_text(d.gemma3, d.smollm2),
             "stream-combined-text": lambda: pt.stream_combined_text(d.gemma3),
             "stream-dynpartial-text": lambda: pt.stream_dynpartial_text(d.gemma3),
+            "stream-gains-sum-text": lambda: pt.stream_gains_sum_text(d.gemma3),
             **d.recorded("gemma3", {"gemma3-reference-logits": "reference-logits", "gemma3-postnorm": "postnorm-replay",
                                     "gemma3-site-contributions": "site-contributions"}),
         },

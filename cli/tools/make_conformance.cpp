@@ -58,6 +58,9 @@ struct Case {
   // compensator profile 'sqrt' needs to change any bit, since a profile common to all sites cancels
   // between the update and the apply.
   bool profile_per_site = false;
+  // The trace records each site's kind (/site_kind: attention, MLP, attention, ...): what
+  // compensator gains 'sum' need.
+  bool site_kinds = false;
 };
 
 // The post-norm weights of the pack's post-norm cases: a per-feature profile times a scale that
@@ -161,6 +164,15 @@ const std::vector<Case> kCases = {
      "(reference only)",
      4, 1024, bf16, fwd, Inputs::kActivations,
      "--compensator-units stream --residual local --compensator-profile sqrt --compensator-clip 0.1", 2, 3, 64, true},
+    {"stream-sum-4bit-sqrt-clip-local-bf16-p4",
+     "compensator gains 'sum' with profile 'sqrt' and clip 1: attention and MLP sites' row ratios (reference only)",
+     4, 1024, bf16, fwd, Inputs::kActivations,
+     "--compensator-units stream --residual local --compensator-profile sqrt --compensator-clip 1 "
+     "--compensator-gains sum",
+     2, 4, 64, true, true},
+    {"stream-sum-8bit-dual-fp32-p3", "compensator gains 'sum', 8 bits, global residual (reference only)", 3, 768,
+     fp32, fwd, Inputs::kActivations, "--bits 8 --compensator-units stream --compensator-gains sum", 2, 3, 64, false,
+     true},
 };
 
 // splitmix64: the same sequence everywhere.
@@ -289,6 +301,15 @@ bool write_trace(const std::string& path, const Case& c, const std::vector<float
       H5::DataSet w =
           f.createDataSet("/post_norm_weights", H5::PredType::IEEE_F32LE, H5::DataSpace(2, wdims), wprops);
       w.write(weights.data(), H5::PredType::NATIVE_FLOAT);
+    }
+    if (c.site_kinds) {
+      std::vector<std::int8_t> kinds(c.sites);
+      for (std::size_t k = 0; k < c.sites; ++k) kinds[k] = static_cast<std::int8_t>(k % 2);
+      const hsize_t kdims[1] = {c.sites};
+      H5::DSetCreatPropList kprops;
+      H5Pset_obj_track_times(kprops.getId(), false);
+      H5::DataSet kd = f.createDataSet("/site_kind", H5::PredType::STD_I8LE, H5::DataSpace(1, kdims), kprops);
+      kd.write(kinds.data(), H5::PredType::NATIVE_INT8);
     }
   } catch (const H5::Exception& e) {
     std::fprintf(stderr, "%s: %s\n", path.c_str(), e.getDetailMsg().c_str());

@@ -92,6 +92,18 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
                      " (emulate_gains_bytes)");
     }
   }
+  const std::size_t ratios = emulate_ratios_bytes(a.spec, a.ranks, a.count, a.site);
+  if (ratios != 0) {
+    if (a.ratios == nullptr) {
+      return invalid("compensator gains 'sum' at a site with a post-norm need the row ratios kept between calls "
+                     "(EmulateArguments::ratios, emulate_ratios_bytes: " + std::to_string(ratios) + " bytes)");
+    }
+    if (!aligned_to(a.ratios, 4)) return invalid("ratios is not 4-byte aligned");
+    if (a.ratios_bytes < ratios) {
+      return invalid("ratios holds " + std::to_string(a.ratios_bytes) + " bytes, the call needs " +
+                     std::to_string(ratios) + " (emulate_ratios_bytes)");
+    }
+  }
   const std::size_t row_bytes = a.count * es;
   buffers->clear();
   buffers->push_back({"parts", a.parts, row_bytes * ranks});
@@ -101,6 +113,7 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
   if (a.compensated != nullptr) buffers->push_back({"compensated", a.compensated, a.count * 4 * ranks});
   if (gains != 0) buffers->push_back({"gains", a.gains, gains});
   if (gains != 0 && profile) buffers->push_back({"weights", a.weights, a.site.row_length * sizeof(float)});
+  if (ratios != 0) buffers->push_back({"ratios", a.ratios, ratios});
   for (std::size_t i = 0; i < buffers->size(); ++i) {
     for (std::size_t j = i + 1; j < buffers->size(); ++j) {
       const Buffer& x = (*buffers)[i];
@@ -150,6 +163,10 @@ std::size_t emulate_state_bytes(const AllReduceSpec& spec, int ranks, std::size_
 
 std::size_t emulate_gains_bytes(const AllReduceSpec& spec, int ranks, std::size_t count, const SiteInfo& site) {
   return emulate_gains_layout(spec, ranks, count, site).total_bytes;
+}
+
+std::size_t emulate_ratios_bytes(const AllReduceSpec& spec, int ranks, std::size_t count, const SiteInfo& site) {
+  return emulate_ratios_layout_bytes(spec, ranks, count, site);
 }
 
 Status emulate_reset_state(void* state, std::size_t state_bytes, cudaStream_t stream) {
@@ -215,6 +232,13 @@ Status emulate_allreduce(const EmulateArguments& args, cudaStream_t stream) {
     p.clip_bounds = gains.bounds_offset != 0 ? reinterpret_cast<float*>(scratch + gains.bounds_offset) : nullptr;
     p.profile_factors = gains.factors_offset != 0 ? reinterpret_cast<float*>(scratch + gains.factors_offset) : nullptr;
     p.weights = p.profile_factors != nullptr ? args.weights : nullptr;
+    if (gains.own_rms_offset != 0) {
+      p.own_rms = reinterpret_cast<float*>(scratch + gains.own_rms_offset);
+      p.sum_residuals = reinterpret_cast<float*>(scratch + gains.residuals_offset);
+      p.row_ratios = static_cast<float*>(args.ratios);
+      p.ratios_held = reinterpret_cast<int*>(static_cast<char*>(args.state) + kEmulateRatiosHeldOffset);
+      p.site_kind = static_cast<int>(args.site.kind);
+    }
   }
 
   // The call's report starts from zero (poisoned count, backward max); the kernels fill it.
@@ -222,6 +246,7 @@ Status emulate_allreduce(const EmulateArguments& args, cudaStream_t stream) {
   if (p.backward) ECHO_CUDA_CHECK(emulate_backward_max(spec.dtype, p, stream));
   if (p.stream_gains != nullptr) ECHO_CUDA_CHECK(emulate_stream_gains(spec.dtype, p, stream));
   ECHO_CUDA_CHECK(emulate_main(spec.dtype, args.count <= spec.exact_max_count, p, stream));
+  if (p.sum_residuals != nullptr) ECHO_CUDA_CHECK(emulate_sum_update(spec.dtype, p, stream));
   // The state now holds this call's averages: the next call applies them.
   if (comp) ECHO_CUDA_CHECK(cudaMemsetAsync(p.comp.fresh, 0, sizeof(int), stream));
   return Status::Ok();

@@ -12,11 +12,18 @@
 
 namespace echo::cuda {
 
-// A state buffer: a 256-byte header (the reset mark, an int, at offset 0), then m1 of every rank,
-// then m2 (dual mode). Rank rows are padded to 64 elements, so every 4-element lane of the kernels
-// starts 16-byte (fp32) or 8-byte (bf16) aligned.
+// A state buffer: a 256-byte header (the reset mark, an int, at offset 0; with compensator gains
+// 'sum' one int per site kind at kEmulateRatiosHeldOffset, 1 where EmulateArguments::ratios holds
+// that kind's row ratios), then m1 of every rank, then m2 (dual mode). Rank rows are padded to 64
+// elements, so every 4-element lane of the kernels starts 16-byte (fp32) or 8-byte (bf16) aligned.
 inline constexpr std::size_t kEmulateStateHeaderBytes = 256;
+inline constexpr std::size_t kEmulateRatiosHeldOffset = 16;
 inline constexpr std::size_t kEmulateRowAlign = 64;
+
+// Elements per rank row of the state (and of gains 'sum''s residuals): count padded to 64.
+inline std::size_t emulate_row_stride(std::size_t count) {
+  return (count + kEmulateRowAlign - 1) / kEmulateRowAlign * kEmulateRowAlign;
+}
 
 struct EmulateStateLayout {
   std::size_t stride = 0;      // elements per rank row
@@ -30,7 +37,7 @@ inline EmulateStateLayout emulate_state_layout(const AllReduceSpec& spec, int ra
   EmulateStateLayout l;
   const CompensatorSpec& c = spec.compensator;
   if (c.mode == CompensatorMode::kOff || ranks < 1) return l;
-  l.stride = (count + kEmulateRowAlign - 1) / kEmulateRowAlign * kEmulateRowAlign;
+  l.stride = emulate_row_stride(count);
   l.elem_bytes = c.state_dtype == DType::kBFloat16 ? 2 : 4;
   const std::size_t average_bytes = l.stride * l.elem_bytes * static_cast<std::size_t>(ranks);
   l.m1_offset = kEmulateStateHeaderBytes;
@@ -73,6 +80,15 @@ struct EmulateParams {
   float* profile_factors;
   const float* weights;            // [row_length] the post-norm's effective weights (profile 'sqrt')
   float clip;
+  // Gains 'sum' (step 8; else null): each rank's own row RMS at own_rms[r * stream_rows + t] (the
+  // gains kernel's), the residuals the main kernel leaves for the update at sum_residuals[r *
+  // state_stride + e], the row ratios of kind k at row_ratios[(k * ranks + r) * stream_rows + t] and
+  // which kinds they hold (ratios_held[k], in the state's header); site_kind: the call's (0 or 1).
+  float* own_rms;
+  float* sum_residuals;
+  float* row_ratios;
+  int* ratios_held;
+  int site_kind;
 };
 
 // The gains scratch of a call in stream units at a post-norm site: the rows' gains of every rank,
@@ -81,6 +97,8 @@ struct EmulateParams {
 struct EmulateGainsLayout {
   std::size_t bounds_offset = 0;
   std::size_t factors_offset = 0;
+  std::size_t own_rms_offset = 0;    // gains 'sum': P * rows floats
+  std::size_t residuals_offset = 0;  // gains 'sum': P * emulate_row_stride(count) floats, 16-byte aligned
   std::size_t total_bytes = 0;  // 0 when the call needs no scratch
 };
 
@@ -98,7 +116,24 @@ inline EmulateGainsLayout emulate_gains_layout(const AllReduceSpec& spec, int ra
     l.factors_offset = l.total_bytes;
     l.total_bytes += sizeof(float) * site.row_length;
   }
+  if (spec.compensator.gains == CompensatorGains::kSum) {
+    l.own_rms_offset = l.total_bytes;
+    l.total_bytes += sizeof(float) * rows;
+    l.residuals_offset = (l.total_bytes + 15) / 16 * 16;
+    l.total_bytes = l.residuals_offset + sizeof(float) * static_cast<std::size_t>(ranks) * emulate_row_stride(count);
+  }
   return l;
+}
+
+// The row ratios of gains 'sum' at a post-norm site (EmulateArguments::ratios): kind-major, then rank,
+// then row; 0 bytes for every other call.
+inline std::size_t emulate_ratios_layout_bytes(const AllReduceSpec& spec, int ranks, std::size_t count,
+                                               const SiteInfo& site) {
+  if (!needs_site(spec) || !site.has_post_norm || site.row_length == 0 || ranks < 1 ||
+      spec.compensator.gains != CompensatorGains::kSum) {
+    return 0;
+  }
+  return sizeof(float) * kSiteKinds * static_cast<std::size_t>(ranks) * (count / site.row_length);
 }
 
 // Launchers of the emulation kernels (kernels/emulate/allreduce.cu), dtype and P dispatched there.
@@ -107,6 +142,10 @@ cudaError_t emulate_backward_max(DType dtype, const EmulateParams& p, cudaStream
 // Stream units: the gains of every rank's rows into p.stream_gains (numerics 6.1 steps 1-3), their
 // clip bounds into p.clip_bounds (step 7) and the profile factors into p.profile_factors (step 6).
 cudaError_t emulate_stream_gains(DType dtype, const EmulateParams& p, cudaStream_t stream);
+// Gains 'sum', after the main kernel: each row's RMS r of the delivered output, every rank's update
+// of its averages from p.sum_residuals at G = w / r, its row ratios r / rho of the call's kind, and
+// that kind marked held (numerics 6.1 step 8).
+cudaError_t emulate_sum_update(DType dtype, const EmulateParams& p, cudaStream_t stream);
 // The quantized owner all-reduce, or (exact) the exact small-message path.
 cudaError_t emulate_main(DType dtype, bool exact, const EmulateParams& p, cudaStream_t stream);
 // emulate_main for one dtype (kernels/emulate/allreduce_<dtype>.cu).

@@ -63,11 +63,16 @@ def _device(device, need_cuda_build: bool = True) -> torch.device:
 
 class _DirectionState:
     """One direction's compensator state and whether a pass has begun: on the CPU m1, m2 [P, n]
-    fp32; on the GPU one opaque uint8 tensor in the emulation kernel's layout (ops.state_bytes)."""
+    fp32 (and with compensator_gains='sum' the row ratios [2, P, rows] fp32 and which kinds hold
+    them, [2] uint8); on the GPU one opaque uint8 tensor in the emulation kernel's layout
+    (ops.state_bytes), and with compensator_gains='sum' the row ratios' uint8 buffer
+    (ops.ratios_bytes; which kinds it holds is in the state)."""
 
     def __init__(self):
         self.m1: Optional[torch.Tensor] = None
         self.m2: Optional[torch.Tensor] = None
+        self.ratios: Optional[torch.Tensor] = None
+        self.ratios_held: Optional[torch.Tensor] = None
         self.state: Optional[torch.Tensor] = None
         self.n = 0
         self.live = False
@@ -117,10 +122,11 @@ class AllReduce:
         compensator_units='stream': its post-norm sets the call's gains; other specs ignore it."""
         parts, raw_bits = _call_arguments(parts, direction, self.ranks, self.dtype, self.device)
         site_row, site_weight_rms, site_weights = self._site_arguments(site, direction)
+        site_kind = -1 if site is None else int(site.kind)
         state = self._states[direction]
         n = parts.shape[1]
         if parts.device.type == "cuda":
-            out = self._call_cuda(parts, state, direction, site_row, site_weight_rms, site_weights)
+            out = self._call_cuda(parts, state, direction, site_row, site_weight_rms, site_weights, site_kind)
             return out.view(torch.uint16) if raw_bits else out
         if state.m1 is None or state.m1.shape[1] != n:
             if state.live:
@@ -128,12 +134,28 @@ class AllReduce:
                                  f"but parts has {n}; call reset() between passes of different size")
             state.m1 = torch.zeros(self.ranks, n, dtype=torch.float32, device=parts.device)
             state.m2 = torch.zeros(self.ranks, n, dtype=torch.float32, device=parts.device)
+        ratios, held = self._row_ratios(state, direction, n, site_row)
         out, report = torch.ops.echotk.allreduce(parts, state.m1, state.m2, self._key, self.ranks,
                                                  direction, not state.live, site_row, site_weight_rms,
-                                                 site_weights)
+                                                 site_weights, site_kind, ratios, held)
         state.live = True
         self._read_report = functools.partial(AllReduceReport.from_tensor, direction, report)
         return out.view(torch.uint16) if raw_bits else out
+
+    def _row_ratios(self, state: _DirectionState, direction: str, n: int, site_row: int
+                    ) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """The state's row ratios where compensator_gains='sum' reads them (a post-norm site), made
+        at a pass's first such call; (None, None) elsewhere."""
+        if self.spec.compensator_gains != "sum" or site_row <= 0:
+            return None, None
+        rows = n // site_row
+        if state.ratios is None or state.ratios.shape[2] != rows or not state.live:
+            if state.live and state.ratios is not None and bool(state.ratios_held.any()):
+                raise ValueError(f"the {direction} state holds row ratios of {state.ratios.shape[2]} rows but "
+                                 f"this site has {rows}; call reset() between passes of different size")
+            state.ratios = torch.zeros(2, self.ranks, rows, dtype=torch.float32)
+            state.ratios_held = torch.zeros(2, dtype=torch.uint8)
+        return state.ratios, state.ratios_held
 
     def _site_arguments(self, site: Optional[Site], direction: str
                         ) -> Tuple[int, float, Optional[torch.Tensor]]:
@@ -162,7 +184,7 @@ class AllReduce:
         return scale.numel(), float(_C.post_norm_weight_rms(scale.numpy())), weights
 
     def _call_cuda(self, parts: torch.Tensor, state: _DirectionState, direction: str, site_row: int,
-                   site_weight_rms: float, site_weights: Optional[torch.Tensor]) -> torch.Tensor:
+                   site_weight_rms: float, site_weights: Optional[torch.Tensor], site_kind: int) -> torch.Tensor:
         n = parts.shape[1]
         if state.state is None or state.n != n:
             if state.live:
@@ -172,9 +194,19 @@ class AllReduce:
             state.state = torch.empty(ops.state_bytes(self._key, self.ranks, n), dtype=torch.uint8,
                                       device=parts.device)
             state.n = n
+        ratios = None
+        need = ops.ratios_bytes(self._key, self.ranks, direction, n, site_row, site_weight_rms)
+        if need != 0:
+            # Kept between a pass's calls; its contents count only where the state says a kind is held.
+            if state.ratios is None or state.ratios.numel() != need:
+                if state.live and state.ratios is not None:
+                    raise ValueError(f"the {direction} state holds row ratios for {state.ratios.numel()} bytes but "
+                                     f"this site needs {need}; call reset() between passes of different size")
+                state.ratios = torch.empty(need, dtype=torch.uint8, device=parts.device)
+            ratios = state.ratios
         out, workspace, compensated = torch.ops.echotk.emulate_allreduce(
             parts, state.state, self._key, self.ranks, direction, not state.live, self.norms, site_row,
-            site_weight_rms, None if site_weights is None else site_weights.to(parts.device))
+            site_weight_rms, None if site_weights is None else site_weights.to(parts.device), site_kind, ratios)
         state.live = True
         self._read_report = functools.partial(AllReduceReport.from_device, direction, workspace, parts,
                                               compensated, out)

@@ -4,15 +4,19 @@
 reference on CPU tensors and mutates the compensator state m1, m2 ([P, n] fp32) in place; `report`
 is a float64 tensor of REPORT_SLOTS values (echotk.AllReduceReport names them); site_row and
 site_weight_rms give the call's site where the spec's compensator units are 'stream' (-1: not
-given; 0: no post-norm; > 0: the post-norm's row length, with its weight RMS), and site_weights
-the post-norm's weights [site_row] fp32 (read by compensator profile 'sqrt'; None: not given).
+given; 0: no post-norm; > 0: the post-norm's row length, with its weight RMS), site_weights
+the post-norm's weights [site_row] fp32 (read by compensator profile 'sqrt'; None: not given),
+site_kind the site's kind (0 attention, 1 MLP, -1 unknown), and ratios [2, P, n / site_row] fp32 with
+ratios_held [2] uint8 the states' row ratios per site kind (compensator gains 'sum', docs/numerics.md
+6.1 step 8; mutated in place like m1, m2; None where the call does not read them).
 `echotk::emulate_allreduce(parts, state, spec, ranks, direction, fresh, keep_compensated) -> (out,
 workspace, compensated)` runs the one-GPU emulation kernel on CUDA tensors, on the current stream,
 with no host synchronization (CUDA graphs capture it): `state` is the direction's opaque uint8
 compensator state (mutated; reset first when fresh), `workspace` holds the report on the device
 (_C.report_from_workspace decodes a host copy), `compensated` is x' [P, n] fp32 when
-keep_compensated, else empty; site_row, site_weight_rms and site_weights ([site_row] fp32 on the
-same GPU) give the call's site as for echotk::allreduce. `echotk::exact_allreduce(parts, dtype, ranks) -> (out, report)` is
+keep_compensated, else empty; site_row, site_weight_rms, site_weights ([site_row] fp32 on the
+same GPU) and site_kind give the call's site as for echotk::allreduce, and ratios (uint8
+[ratios_bytes] on the same GPU, mutated) keeps compensator gains 'sum''s row ratios between calls. `echotk::exact_allreduce(parts, dtype, ranks) -> (out, report)` is
 the exact sum on either device. (echotk.distributed declares `echotk::comm_allreduce`, beside the
 communicators it calls.)
 """
@@ -43,22 +47,26 @@ def require_cuda_build():
                            "with `pip install . -C cmake.define.ECHO_PYTHON_CUDA=ON` on a machine with nvcc")
 
 
-@torch.library.custom_op("echotk::allreduce", mutates_args=("m1", "m2"))
+@torch.library.custom_op("echotk::allreduce", mutates_args=("m1", "m2", "ratios", "ratios_held"))
 def allreduce(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, spec: str, ranks: int,
               direction: str, fresh: bool, site_row: int = -1, site_weight_rms: float = 0.0,
-              site_weights: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+              site_weights: Optional[torch.Tensor] = None, site_kind: int = -1,
+              ratios: Optional[torch.Tensor] = None,
+              ratios_held: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     out = torch.empty(parts.shape[1], dtype=parts.dtype, device=parts.device)
     report = torch.zeros(REPORT_SLOTS, dtype=torch.float64, device=parts.device)
     handle = spec_handle(spec, ranks)
     if parts.device.type != "cpu":
         raise ValueError(f"parts is on {parts.device}; echotk::allreduce takes CPU tensors "
                          "(CUDA tensors: echotk::emulate_allreduce)")
-    _C.allreduce(handle, direction, parts, out, m1, m2, fresh, report, site_row, site_weight_rms, site_weights)
+    _C.allreduce(handle, direction, parts, out, m1, m2, fresh, report, site_row, site_weight_rms, site_weights,
+                 site_kind, ratios, ratios_held)
     return out, report
 
 
 @allreduce.register_fake
-def _(parts, m1, m2, spec, ranks, direction, fresh, site_row=-1, site_weight_rms=0.0, site_weights=None):
+def _(parts, m1, m2, spec, ranks, direction, fresh, site_row=-1, site_weight_rms=0.0, site_weights=None,
+      site_kind=-1, ratios=None, ratios_held=None):
     return (parts.new_empty(parts.shape[1]),
             parts.new_empty(REPORT_SLOTS, dtype=torch.float64))
 
@@ -69,10 +77,18 @@ def state_bytes(spec: str, ranks: int, n: int) -> int:
     return _C.emulate_state_bytes(spec_handle(spec, ranks), n)
 
 
-@torch.library.custom_op("echotk::emulate_allreduce", mutates_args=("state",))
+def ratios_bytes(spec: str, ranks: int, direction: str, n: int, site_row: int, site_weight_rms: float) -> int:
+    """Bytes of the GPU row ratios compensator gains 'sum' keep between a pass's calls at post-norm
+    sites of site_row elements per row (0 for every other call)."""
+    require_cuda_build()
+    return _C.emulate_ratios_bytes(spec_handle(spec, ranks), direction, n, site_row, site_weight_rms)
+
+
+@torch.library.custom_op("echotk::emulate_allreduce", mutates_args=("state", "ratios"))
 def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks: int, direction: str,
                       fresh: bool, keep_compensated: bool, site_row: int = -1, site_weight_rms: float = 0.0,
-                      site_weights: Optional[torch.Tensor] = None
+                      site_weights: Optional[torch.Tensor] = None, site_kind: int = -1,
+                      ratios: Optional[torch.Tensor] = None
                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     if parts.device.type != "cuda":
         raise ValueError(f"parts is on {parts.device}; echotk::emulate_allreduce takes CUDA tensors")
@@ -91,13 +107,13 @@ def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks
         # The kernel runs on the caller's current stream (CUDA graphs capture it there).
         _C.allreduce_cuda(handle, direction, parts, out, state, fresh, workspace, compensated, site_row,
                           site_weight_rms, gains, site_weights,
-                          torch.cuda.current_stream(parts.device).cuda_stream)
+                          torch.cuda.current_stream(parts.device).cuda_stream, site_kind, ratios)
     return out, workspace, compensated
 
 
 @emulate_allreduce.register_fake
 def _(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row=-1, site_weight_rms=0.0,
-      site_weights=None):
+      site_weights=None, site_kind=-1, ratios=None):
     n = parts.shape[1]
     return (parts.new_empty(n), parts.new_empty(_C.WORKSPACE_BYTES, dtype=torch.uint8),
             parts.new_empty((ranks, n) if keep_compensated else (0,), dtype=torch.float32))

@@ -74,7 +74,7 @@ std::vector<float*> rows(std::vector<float>& data, int ranks, std::size_t n) {
 
 }  // namespace
 
-std::optional<echo::SiteInfo> site_of(std::int64_t site_row, double site_weight_rms) {
+std::optional<echo::SiteInfo> site_of(std::int64_t site_row, double site_weight_rms, std::int64_t site_kind) {
   if (site_row < 0) return std::nullopt;
   echo::SiteInfo site;
   if (site_row > 0) {
@@ -82,12 +82,13 @@ std::optional<echo::SiteInfo> site_of(std::int64_t site_row, double site_weight_
     site.row_length = static_cast<std::size_t>(site_row);
     site.weight_rms = static_cast<float>(site_weight_rms);
   }
+  if (site_kind == 0 || site_kind == 1) site.kind = static_cast<echo::SiteKind>(site_kind);
   return site;
 }
 
 std::optional<echo::SiteInfo> required_site(const echo::AllReduceSpec& spec, std::int64_t site_row,
-                                            double site_weight_rms) {
-  std::optional<echo::SiteInfo> site = site_of(site_row, site_weight_rms);
+                                            double site_weight_rms, std::int64_t site_kind) {
+  std::optional<echo::SiteInfo> site = site_of(site_row, site_weight_rms, site_kind);
   if (echo::needs_site(spec) && !site) {
     throw nb::value_error("compensator_units='stream' needs each forward call's site: call the all-reduce as "
                           "ar(parts, direction, site=echotk.nn.Site(...)), as echotk.tensor_parallel does");
@@ -97,11 +98,39 @@ std::optional<echo::SiteInfo> required_site(const echo::AllReduceSpec& spec, std
 
 namespace {
 
+// Compensator gains 'sum' (docs/numerics.md 6.1, step 8) at a post-norm site: the states' row
+// ratios travel as ratios [kSiteKinds, P, rows] fp32 and ratios_held [kSiteKinds] uint8 (1: that
+// kind's ratios are held), read unless fresh and written back.
+struct RowRatios {
+  float* values = nullptr;
+  std::uint8_t* held = nullptr;
+  std::size_t rows = 0;
+};
+
+RowRatios check_row_ratios(const echo::AllReduceSpec& spec, const std::optional<echo::SiteInfo>& site, int ranks,
+                           std::size_t n, std::optional<AnyArray>& ratios, std::optional<AnyArray>& held) {
+  const bool needed = echo::needs_site(spec) && site && site->has_post_norm &&
+                      spec.compensator.gains == echo::CompensatorGains::kSum;
+  if (!needed) return {};
+  if (!ratios || !held) {
+    throw nb::value_error("compensator_gains='sum' needs the state's row ratios at a post-norm site: pass ratios "
+                          "[2, P, rows] fp32 and ratios_held [2] uint8, as echotk.AllReduce does");
+  }
+  RowRatios r;
+  r.rows = n / site->row_length;
+  check_float32(*ratios, "ratios", {echo::kSiteKinds, ranks, static_cast<std::int64_t>(r.rows)});
+  check_uint8(*held, "ratios_held", echo::kSiteKinds, nb::device::cpu::value);
+  r.values = static_cast<float*>(ratios->data());
+  r.held = static_cast<std::uint8_t*>(held->data());
+  return r;
+}
+
 // One Echo all-reduce: parts [P, n] -> out [n]; m1, m2 [P, n] fp32 hold the compensator state
 // (read unless fresh, written back); report [kNumReportSlots] float64 receives the report.
 void allreduce(const SpecHandle& h, const std::string& direction, AnyArray parts, AnyArray out,
                AnyArray m1, AnyArray m2, bool fresh, AnyArray report, std::int64_t site_row,
-               double site_weight_rms, std::optional<AnyArray> site_weights) {
+               double site_weight_rms, std::optional<AnyArray> site_weights, std::int64_t site_kind,
+               std::optional<AnyArray> ratios, std::optional<AnyArray> ratios_held) {
   echo::AllReduceSpec spec = h.spec;
   spec.direction = parse_direction(direction);
   const int P = h.ranks;
@@ -114,12 +143,13 @@ void allreduce(const SpecHandle& h, const std::string& direction, AnyArray parts
   if (compensate) check_float32(m1, "state m1", {P, static_cast<std::int64_t>(n)});
   if (dual) check_float32(m2, "state m2", {P, static_cast<std::int64_t>(n)});
   check_float64(report, "report", {kNumReportSlots});
-  std::optional<echo::SiteInfo> site = required_site(spec, site_row, site_weight_rms);
+  std::optional<echo::SiteInfo> site = required_site(spec, site_row, site_weight_rms, site_kind);
   if (site_weights && site && site->has_post_norm) {
     check_float32(*site_weights, "site_weights", {site_row});
     const auto* w = static_cast<const float*>(site_weights->data());
     site->weights.assign(w, w + site_row);
   }
+  const RowRatios kept = check_row_ratios(spec, site, P, n, ratios, ratios_held);
 
   const std::size_t total = static_cast<std::size_t>(P) * n;
   echo::Status status;
@@ -133,6 +163,11 @@ void allreduce(const SpecHandle& h, const std::string& direction, AnyArray parts
     for (std::size_t r = 0; r < states.size() && !fresh; ++r) {
       states[r].m1.assign(m1_data + r * n, m1_data + (r + 1) * n);
       if (dual) states[r].m2.assign(m2_data + r * n, m2_data + (r + 1) * n);
+      for (std::size_t k = 0; kept.values != nullptr && k < echo::kSiteKinds; ++k) {
+        if (kept.held[k] == 0) continue;
+        const float* from = kept.values + (k * states.size() + r) * kept.rows;
+        states[r].row_ratios[k].assign(from, from + kept.rows);
+      }
     }
     echo::AllReduceReport rep;
     const auto in = rows(x, P, n);
@@ -146,6 +181,11 @@ void allreduce(const SpecHandle& h, const std::string& direction, AnyArray parts
       for (std::size_t r = 0; r < states.size(); ++r) {
         std::copy(states[r].m1.begin(), states[r].m1.end(), m1_data + r * n);
         if (dual) std::copy(states[r].m2.begin(), states[r].m2.end(), m2_data + r * n);
+        for (std::size_t k = 0; kept.values != nullptr && k < echo::kSiteKinds; ++k) {
+          std::copy(states[r].row_ratios[k].begin(), states[r].row_ratios[k].end(),
+                    kept.values + (k * states.size() + r) * kept.rows);
+          kept.held[k] = states[r].row_ratios[k].empty() ? 0 : 1;
+        }
       }
       store_values(y.data(), out_storage, spec.dtype, n, out.data());
       auto* stats = static_cast<double*>(report.data());
@@ -205,11 +245,13 @@ double post_norm_weight_rms(AnyArray weights) {
 void register_allreduce(nb::module_& m) {
   m.def("allreduce", &allreduce, nb::arg("spec"), nb::arg("direction"), nb::arg("parts"), nb::arg("out"),
         nb::arg("m1"), nb::arg("m2"), nb::arg("fresh"), nb::arg("report"), nb::arg("site_row") = -1,
-        nb::arg("site_weight_rms") = 0.0, nb::arg("site_weights").none() = nb::none(),
+        nb::arg("site_weight_rms") = 0.0, nb::arg("site_weights").none() = nb::none(), nb::arg("site_kind") = -1,
+        nb::arg("ratios").none() = nb::none(), nb::arg("ratios_held").none() = nb::none(),
         "echo::allreduce over parts [P, n] into out [n]; m1, m2 [P, n] fp32 compensator state; site_row >= 0 "
         "gives the call's site (echo::allreduce_at_site: 0 without a post-norm, else its row length and "
         "site_weight_rms); site_weights: the post-norm's weights [site_row] fp32 (compensator profile "
-        "'sqrt'), or None.");
+        "'sqrt'), or None; site_kind: 0 attention, 1 MLP, -1 unknown; ratios [2, P, n / site_row] fp32 and "
+        "ratios_held [2] uint8: the states' row ratios (compensator gains 'sum'), or None.");
   m.def("post_norm_weight_rms", &post_norm_weight_rms, nb::arg("weights"),
         "RMS of a post-norm's effective weights [H] (float32) as compensator units 'stream' form it.");
   m.def("exact_allreduce", &exact_allreduce, nb::arg("dtype"), nb::arg("ranks"), nb::arg("parts"),

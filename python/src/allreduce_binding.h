@@ -41,14 +41,14 @@ void register_spec(nanobind::module_& m);
 void raise_if_error(const echo::Status& status);
 // "forward" | "backward"; ValueError otherwise.
 echo::Direction parse_direction(const std::string& direction);
-// The call's site (docs/numerics.md 6.1) from the ops' two numbers: site_row < 0, not known; 0, a
+// The call's site (docs/numerics.md 6.1) from the ops' numbers: site_row < 0, not known; 0, a
 // site without a post-norm; > 0, a post-norm of that many elements per row and weight RMS
-// site_weight_rms (post_norm_weight_rms of its weights).
-std::optional<echo::SiteInfo> site_of(std::int64_t site_row, double site_weight_rms);
+// site_weight_rms (post_norm_weight_rms of its weights); site_kind 0 attention, 1 MLP, else unknown.
+std::optional<echo::SiteInfo> site_of(std::int64_t site_row, double site_weight_rms, std::int64_t site_kind = -1);
 // site_of, checked against the spec: ValueError when it needs each forward call's site
 // (echo::needs_site) and none is given.
 std::optional<echo::SiteInfo> required_site(const echo::AllReduceSpec& spec, std::int64_t site_row,
-                                            double site_weight_rms);
+                                            double site_weight_rms, std::int64_t site_kind = -1);
 
 // The one-GPU emulation kernel's entry points (allreduce_cuda_binding.cpp; CUDA builds only).
 void register_allreduce_cuda(nanobind::module_& m);

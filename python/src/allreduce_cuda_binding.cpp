@@ -47,9 +47,10 @@ std::size_t state_bytes_for(const SpecHandle& h, std::size_t n) {
 }
 
 // The call's site where its spec needs one (required_site), else a site without a post-norm.
-echo::SiteInfo call_site(const echo::AllReduceSpec& spec, std::int64_t site_row, double site_weight_rms) {
+echo::SiteInfo call_site(const echo::AllReduceSpec& spec, std::int64_t site_row, double site_weight_rms,
+                         std::int64_t site_kind = -1) {
   if (!echo::needs_site(spec)) return echo::SiteInfo{};
-  return *required_site(spec, site_row, site_weight_rms);
+  return *required_site(spec, site_row, site_weight_rms, site_kind);
 }
 
 // Bytes of the gains scratch of one call (echo::cuda::emulate_gains_bytes; 0 where none is needed).
@@ -60,14 +61,23 @@ std::size_t gains_bytes_for(const SpecHandle& h, const std::string& direction, s
   return echo::cuda::emulate_gains_bytes(spec, h.ranks, n, call_site(spec, site_row, site_weight_rms));
 }
 
+// Bytes of the row ratios gains 'sum' keep between the calls of a pass (echo::cuda::emulate_ratios_bytes).
+std::size_t ratios_bytes_for(const SpecHandle& h, const std::string& direction, std::size_t n, std::int64_t site_row,
+                             double site_weight_rms) {
+  echo::AllReduceSpec spec = h.spec;
+  spec.direction = parse_direction(direction);
+  return echo::cuda::emulate_ratios_bytes(spec, h.ranks, n, call_site(spec, site_row, site_weight_rms));
+}
+
 // One Echo all-reduce of P emulated ranks on the GPU: parts [P, n] -> out [n]. state: uint8
 // [emulate_state_bytes] (empty when the compensator is off), reset first when `fresh`. workspace:
 // uint8 [WORKSPACE_BYTES], receives the report. compensated: fp32 [P, n] receives x', or empty.
-// site_row, site_weight_rms: the call's site (site_of); gains: uint8 [gains_bytes] scratch.
+// site_row, site_weight_rms, site_kind: the call's site (site_of); gains: uint8 [gains_bytes]
+// scratch; ratios: uint8 [ratios_bytes], the row ratios of gains 'sum' kept between calls (or None).
 void allreduce_cuda(const SpecHandle& h, const std::string& direction, AnyArray parts, AnyArray out,
                     AnyArray state, bool fresh, AnyArray workspace, AnyArray compensated, std::int64_t site_row,
                     double site_weight_rms, AnyArray gains, std::optional<AnyArray> site_weights,
-                    std::uintptr_t stream_handle) {
+                    std::uintptr_t stream_handle, std::int64_t site_kind, std::optional<AnyArray> ratios) {
   // Wide groups and the rotation run in the emulation; emulate_can_implement and emulate_allreduce
   // refuse outliers sent exactly (can_implement_transport; kUnsupported, raised as RuntimeError).
   echo::cuda::EmulateArguments args;
@@ -84,13 +94,24 @@ void allreduce_cuda(const SpecHandle& h, const std::string& direction, AnyArray 
   check_uint8(workspace, "workspace", as_extent(echo::cuda::emulate_workspace_bytes()), kCuda);
   const bool with_compensated = compensated.size() != 0;
   if (with_compensated) check_float32(compensated, "compensated", {P, as_extent(n)}, kCuda);
-  args.site = call_site(args.spec, site_row, site_weight_rms);
+  args.site = call_site(args.spec, site_row, site_weight_rms, site_kind);
   const std::size_t gains_bytes = echo::cuda::emulate_gains_bytes(args.spec, P, n, args.site);
   check_uint8(gains, "gains", as_extent(gains_bytes), kCuda);
   check_same_gpu(parts, {{"out", &out}, {"state", &state}, {"workspace", &workspace}, {"compensated", &compensated},
                          {"gains", &gains}});
   args.gains = gains_bytes != 0 ? gains.data() : nullptr;
   args.gains_bytes = gains_bytes;
+  const std::size_t ratios_bytes = echo::cuda::emulate_ratios_bytes(args.spec, P, n, args.site);
+  if (ratios_bytes != 0) {
+    if (!ratios) {
+      throw nb::value_error("compensator_gains='sum' at a post-norm site needs the row ratios kept between calls: "
+                            "pass ratios (uint8 [emulate_ratios_bytes]), as echotk.AllReduce does");
+    }
+    check_uint8(*ratios, "ratios", as_extent(ratios_bytes), kCuda);
+    check_same_gpu(parts, {{"ratios", &*ratios}});
+    args.ratios = ratios->data();
+    args.ratios_bytes = ratios_bytes;
+  }
   // Compensator profile 'sqrt' reads the post-norm's weights on the device (emulate_can_implement
   // names them when they are missing).
   if (site_weights && args.site.has_post_norm && args.spec.compensator.profile == echo::CompensatorProfile::kSqrt) {
@@ -165,13 +186,17 @@ void register_allreduce_cuda(nb::module_& m) {
   m.def("allreduce_cuda", &allreduce_cuda, nb::arg("spec"), nb::arg("direction"), nb::arg("parts"),
         nb::arg("out"), nb::arg("state"), nb::arg("fresh"), nb::arg("workspace"), nb::arg("compensated"),
         nb::arg("site_row"), nb::arg("site_weight_rms"), nb::arg("gains"), nb::arg("site_weights").none(),
-        nb::arg("stream"),
+        nb::arg("stream"), nb::arg("site_kind") = -1, nb::arg("ratios").none() = nb::none(),
         "echo::cuda::emulate_allreduce of parts [P, n] into out [n] on `stream` (a cudaStream_t as an "
         "integer); state: uint8 [state_bytes], reset first when fresh; workspace: uint8 "
         "[WORKSPACE_BYTES], receives the report; compensated: fp32 [P, n] receives x', or empty; "
         "site_row, site_weight_rms: the call's site (-1: none given; 0: no post-norm); gains: uint8 "
         "[emulate_gains_bytes] scratch; site_weights: the post-norm's weights [site_row] fp32 on the GPU "
-        "(compensator profile 'sqrt'), or None.");
+        "(compensator profile 'sqrt'), or None; site_kind: 0 attention, 1 MLP, -1 unknown; ratios: uint8 "
+        "[emulate_ratios_bytes], the row ratios compensator gains 'sum' keep between a pass's calls, or None.");
+  m.def("emulate_ratios_bytes", &ratios_bytes_for, nb::arg("spec"), nb::arg("direction"), nb::arg("n"),
+        nb::arg("site_row"), nb::arg("site_weight_rms"),
+        "Bytes of the row ratios a pass keeps (compensator gains 'sum' at a post-norm site; else 0).");
   m.def("emulate_gains_bytes", &gains_bytes_for, nb::arg("spec"), nb::arg("direction"), nb::arg("n"),
         nb::arg("site_row"), nb::arg("site_weight_rms"),
         "Bytes of one call's gains scratch (compensator units 'stream' at a post-norm site; else 0).");

@@ -40,9 +40,13 @@ def test_unknown_units_are_a_value_error():
         echotk.Spec(compensator_units="residual")
 
 
-def test_sites_without_a_post_norm_are_the_site_units():
+@pytest.mark.parametrize("options", [dict(), dict(compensator_profile="sqrt", compensator_clip=1.0,
+                                                   compensator_gains="sum")], ids=["stream", "sqrt-clip1-sum"])
+def test_sites_without_a_post_norm_are_the_site_units(options):
+    """A pre-norm model (SmolLM2, Llama, Qwen): every stream-units setting is the site units' bits."""
     x = contributions(1).bfloat16()
-    a, b = echotk.AllReduce(RANKS, STREAM), echotk.AllReduce(RANKS, echotk.Spec(residual="local"))
+    a = echotk.AllReduce(RANKS, echotk.Spec(compensator_units="stream", residual="local", **options))
+    b = echotk.AllReduce(RANKS, echotk.Spec(residual="local"))
     for k in range(SITES):
         site = Site(k, k % 2)
         np.testing.assert_array_equal(bits(a(x[k], site=site)), bits(b(x[k], site=site)))
@@ -84,8 +88,9 @@ def test_the_profile_and_the_clip_change_the_carried_error():
             np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("options", [dict(compensator_profile="sqrt"), dict(compensator_clip=1.0)])
-def test_the_profile_and_the_clip_need_stream_units(options):
+@pytest.mark.parametrize("options", [dict(compensator_profile="sqrt"), dict(compensator_clip=1.0),
+                                     dict(compensator_gains="sum")])
+def test_the_profile_the_clip_and_the_gains_need_stream_units(options):
     with pytest.raises(ValueError, match="units 'stream' only"):
         echotk.AllReduce(RANKS, echotk.Spec(residual="local", **options))
 
@@ -123,9 +128,15 @@ def test_a_weight_that_is_not_finite_is_a_value_error():
     ar(contributions()[0].bfloat16(), site=Site(0, 0, weights()[0]))
 
 
+SUM = echotk.Spec(compensator_units="stream", residual="local", compensator_profile="sqrt", compensator_clip=1.0,
+                  compensator_gains="sum")
+
+
 @pytest.mark.parametrize("spec,flags", [(STREAM, []),
-                                        (SQRT_CLIP, ["--compensator-profile", "sqrt", "--compensator-clip", "1"])],
-                         ids=["flat", "sqrt-clip1"])
+                                        (SQRT_CLIP, ["--compensator-profile", "sqrt", "--compensator-clip", "1"]),
+                                        (SUM, ["--compensator-profile", "sqrt", "--compensator-clip", "1",
+                                               "--compensator-gains", "sum"])],
+                         ids=["flat", "sqrt-clip1", "sum-sqrt-clip1"])
 def test_the_python_op_is_the_replay_bit_for_bit(tmp_path, echotk_cli, spec, flags):
     x = contributions(3)
     w = weights()
@@ -152,6 +163,41 @@ def test_a_trace_without_post_norm_is_refused_by_the_replay(tmp_path, echotk_cli
     result = echotk_cli("replay", trace, "--out", tmp_path / "r.h5", "--compensator-units", "stream", check=False)
     assert result.returncode == 2
     assert "post_norm" in result.stderr
+    assert not (tmp_path / "r.h5").exists()
+
+
+def test_unknown_gains_are_a_value_error():
+    with pytest.raises(ValueError, match="compensator_gains"):
+        echotk.Spec(compensator_units="stream", compensator_gains="delivered")
+
+
+def test_gains_sum_start_afresh_after_reset_and_keep_ratios_per_kind():
+    """The first call applies nothing; after reset() a pass gives the first pass's bits again; the
+    MLP sites apply the MLP ratios once an MLP site has run (not the attention ones)."""
+    x = contributions(6).bfloat16()
+    w = weights()
+    ar, own = echotk.AllReduce(RANKS, SUM), echotk.AllReduce(RANKS, SQRT_CLIP)
+    first = [bits(ar(x[k], site=Site(k, k % 2, w[k]))) for k in range(SITES)]
+    np.testing.assert_array_equal(first[0], bits(own(x[0], site=Site(0, 0, w[0]))))
+    ar.reset()
+    again = [bits(ar(x[k], site=Site(k, k % 2, w[k]))) for k in range(SITES)]
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    # The same calls with every site's kind attention: sites 2 and 3 then read other ratios.
+    ar.reset()
+    same_kind = [bits(ar(x[k], site=Site(k, ATTENTION, w[k]))) for k in range(SITES)]
+    np.testing.assert_array_equal(same_kind[1], first[1])          # site 1 read site 0's ratios either way
+    assert not np.array_equal(same_kind[3], first[3])
+
+
+def test_a_trace_without_site_kinds_is_refused_by_gains_sum(tmp_path, echotk_cli):
+    trace = tmp_path / "t.h5"
+    write_trace(str(trace), contributions(4).bfloat16().float().numpy()[None], "bf16", RANKS,
+                tokens=TOKENS, hidden=HIDDEN, post_norm_weights=weights().numpy())
+    result = echotk_cli("replay", trace, "--out", tmp_path / "r.h5", "--compensator-units", "stream",
+                        "--compensator-gains", "sum", check=False)
+    assert result.returncode == 2
+    assert "site_kind" in result.stderr
     assert not (tmp_path / "r.h5").exists()
 
 
@@ -202,9 +248,15 @@ def test_pre_norm_models_record_no_post_norm(tmp_path):
                                   echotk.Spec(compensator_units="stream", rotation="hadamard", compensator_profile="sqrt",
                                               compensator_clip=0.5),
                                   echotk.Spec(compensator_units="stream", residual="local", compensator="single",
-                                              compensator_clip=0.05, exact_max_count=4096)],
+                                              compensator_clip=0.05, exact_max_count=4096),
+                                  SUM,
+                                  echotk.Spec(compensator_units="stream", rotation="hadamard", group=64,
+                                              compensator_gains="sum", state_dtype="bf16"),
+                                  echotk.Spec(compensator_units="stream", residual="local", compensator_gains="sum",
+                                              exact_max_count=4096)],
                          ids=["local", "local-rotation", "global-8bit-single", "exact-path", "sqrt-clip1",
-                              "rotation-global-sqrt-clip0.5", "exact-path-clip0.05"])
+                              "rotation-global-sqrt-clip0.5", "exact-path-clip0.05", "sum-sqrt-clip1",
+                              "sum-rotation64-global-bf16-state", "sum-exact-path"])
 def test_the_gpu_emulation_is_the_reference_bit_for_bit(spec):
     """device='cuda' (echo::cuda::emulate_allreduce with the site's gains scratch) against the CPU
     reference: every output and the final states, over sites with and without a post-norm, two
@@ -244,7 +296,8 @@ def test_the_gpu_op_needs_the_weights_for_the_profile():
     call(w.cuda())
 
 
-STREAM_CASES = ["stream-4bit-dual-local-bf16-p4", "stream-8bit-dual-fp32-p3", "stream-4bit-sqrt-clip-local-bf16-p4"]
+STREAM_CASES = ["stream-4bit-dual-local-bf16-p4", "stream-8bit-dual-fp32-p3", "stream-4bit-sqrt-clip-local-bf16-p4",
+                "stream-sum-4bit-sqrt-clip-local-bf16-p4", "stream-sum-8bit-dual-fp32-p3"]
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available() or not getattr(echotk._C, "HAS_CUDA", False),
     reason="needs a CUDA device and echotk built with CUDA"))]

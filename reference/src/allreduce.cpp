@@ -29,6 +29,20 @@ Status validate_state(const CompensatorState& state, std::size_t count, int rank
   return Status::Ok();
 }
 
+// Gains 'sum' at a post-norm site: the state's row ratios, where held, have one value per row.
+Status validate_row_ratios(const CompensatorState& state, std::size_t rows, int rank) {
+  for (int kind = 0; kind < kSiteKinds; ++kind) {
+    const std::size_t held = state.row_ratios[static_cast<std::size_t>(kind)].size();
+    if (held != 0 && held != rows) {
+      return Status(StatusCode::kInvalidArgument,
+                    "compensator state of rank " + std::to_string(rank) + " holds " + std::to_string(held) +
+                        " row ratios of site kind " + std::to_string(kind) + " but the message has " +
+                        std::to_string(rows) + " rows (reset the state between passes of different size)");
+    }
+  }
+  return Status::Ok();
+}
+
 Status validate_call(const AllReduceSpec& spec, int ranks, std::size_t count, const float* const* inputs,
                      float* const* outputs, const CompensatorState* states, const SiteInfo* site) {
   ECHO_TRY(spec.validate(ranks));
@@ -46,8 +60,10 @@ Status validate_call(const AllReduceSpec& spec, int ranks, std::size_t count, co
   }
   if (spec.compensator.mode == CompensatorMode::kOff) return Status::Ok();
   if (states == nullptr) return Status(StatusCode::kInvalidArgument, "the compensator needs one state per rank");
+  const bool sum_gains = needs_site(spec) && site->has_post_norm && spec.compensator.gains == CompensatorGains::kSum;
   for (int r = 0; r < ranks; ++r) {
     ECHO_TRY(validate_state(states[r], count, r, spec.compensator));
+    if (sum_gains) ECHO_TRY(validate_row_ratios(states[r], count / site->row_length, r));
   }
   return Status::Ok();
 }

@@ -71,18 +71,51 @@ std::size_t count_nonfinite_groups(const float* const* in, int ranks, std::size_
   return groups;
 }
 
+// The row ratios a gains-'sum' call applies (numerics 6.1 step 8): the state's of the site's kind,
+// else the other kind's, else none (nullptr).
+const float* ratios_to_apply(const CallPlan& c, const CompensatorState& state) {
+  const std::vector<float>& same = state.row_ratios[static_cast<std::size_t>(c.kind)];
+  if (!same.empty()) return same.data();
+  const std::vector<float>& other = state.row_ratios[static_cast<std::size_t>(1 - c.kind)];
+  return other.empty() ? nullptr : other.data();
+}
+
 // Numerics 6.1 steps 1-3: the gains of each row of one rank's dtype(x), and with a clip each row's
-// bound (step 7).
-void row_gains(const CallPlan& c, const float* x, std::vector<numerics::StreamGains>& gains, Buffer& bounds) {
+// bound (step 7); with gains 'sum' R is step 8's from the state's ratios and rho is kept for the
+// update (G is formed there).
+void row_gains(const CallPlan& c, const float* x, const CompensatorState& state,
+               std::vector<numerics::StreamGains>& gains, Buffer& bounds, Buffer& own_rms) {
   const std::size_t rows = c.count / c.row_length;
   const float n = static_cast<float>(c.row_length);
+  const float* ratios = c.sum_gains ? ratios_to_apply(c, state) : nullptr;
   gains.resize(rows);
   bounds.resize(c.clip > 0.0f ? rows : 0);
+  own_rms.resize(c.sum_gains ? rows : 0);
   for (std::size_t t = 0; t < rows; ++t) {
     const float q = numerics::row_sum_of_squares(x + t * c.row_length, c.row_length);
     const float rho = numerics::row_rms(q, n);
-    gains[t] = numerics::stream_gains(c.weight_rms, rho);
+    if (c.sum_gains) {
+      gains[t] = {0.0f, numerics::sum_from_stream(c.weight_rms, ratios != nullptr ? ratios[t] : 0.0f, rho)};
+      own_rms[t] = rho;
+    } else {
+      gains[t] = numerics::stream_gains(c.weight_rms, rho);
+    }
     if (c.clip > 0.0f) bounds[t] = numerics::clip_bound(c.clip, rho);
+  }
+}
+
+// Numerics 6.1 step 8, after delivery: each row's G from the RMS r of the rank's delivered row y, and
+// the ratio fp32(r / rho) of each row, which replaces the state's ratios of the site's kind.
+void sum_gains_after_delivery(const CallPlan& c, const float* y, const Buffer& own_rms,
+                              std::vector<numerics::StreamGains>& gains, CompensatorState& state) {
+  const std::size_t rows = c.count / c.row_length;
+  const float n = static_cast<float>(c.row_length);
+  std::vector<float>& ratios = state.row_ratios[static_cast<std::size_t>(c.kind)];
+  ratios.resize(rows);
+  for (std::size_t t = 0; t < rows; ++t) {
+    const float r = numerics::row_rms(numerics::row_sum_of_squares(y + t * c.row_length, c.row_length), n);
+    gains[t].to_stream = numerics::stream_gains(c.weight_rms, r).to_stream;
+    ratios[t] = numerics::sum_ratio(r, own_rms[t]);
   }
 }
 
@@ -152,7 +185,9 @@ CallPlan::CallPlan(const AllReduceSpec& spec_, int ranks_, std::size_t count_, A
       row_length(stream ? site->row_length : 0),
       weight_rms(stream ? site->weight_rms : 0.0f),
       weights(stream && spec_.compensator.profile == CompensatorProfile::kSqrt ? site->weights.data() : nullptr),
-      clip(stream ? spec_.compensator.clip : 0.0f) {}
+      clip(stream ? spec_.compensator.clip : 0.0f),
+      sum_gains(stream && spec_.compensator.gains == CompensatorGains::kSum),
+      kind(sum_gains ? static_cast<int>(site->kind) : 0) {}
 
 namespace stages {
 
@@ -181,6 +216,7 @@ void apply(const CallPlan& c, const float* const* inputs, const CompensatorState
   if (c.stream) {
     b.gains.resize(static_cast<std::size_t>(c.ranks));
     b.clip_bounds.resize(static_cast<std::size_t>(c.ranks));
+    b.own_rms.resize(static_cast<std::size_t>(c.ranks));
     profile_factors(c, b.profile);  // the site's, the same for every rank
   }
   for (int r = 0; r < c.ranks; ++r) {
@@ -188,7 +224,7 @@ void apply(const CallPlan& c, const float* const* inputs, const CompensatorState
     std::copy_n(inputs[r], c.count, xp.data());
     round_to_dtype(xp.data(), c.count, c.spec.dtype);
     if (c.stream) {
-      row_gains(c, xp.data(), b.gains[r], b.clip_bounds[r]);
+      row_gains(c, xp.data(), states[r], b.gains[r], b.clip_bounds[r], b.own_rms[r]);
       apply_in_stream_units(c, states[r], xp.data(), b.gains[r], b.clip_bounds[r], b.profile, xp.data());
     } else if (c.compensate) {
       compensator_apply(c.spec.compensator, states[r], xp.data(), c.count, xp.data());
@@ -315,6 +351,7 @@ void update(const CallPlan& c, CompensatorState* states, Buffers& b) {
   b.u.resize(c.count);
   for (int r = 0; r < c.ranks; ++r) {
     const float* yr = b.y[r].data();
+    if (c.sum_gains) sum_gains_after_delivery(c, yr, b.own_rms[r], b.gains[r], states[r]);
     if (!c.local) {
       const float* xp = b.x_prime[r].data();
       for (std::size_t e = 0; e < c.count; ++e) b.u[e] = numerics::global_residual(xp[e], yr[e], p);

@@ -52,6 +52,8 @@ struct CallPlan {
   float weight_rms;        // ... and its post-norm's weight RMS
   const float* weights;    // ... and its weights, where the profile is 'sqrt' (else nullptr)
   float clip;              // ... and the clip (0: none)
+  bool sum_gains;          // ... with gains 'sum' (numerics 6.1 step 8)
+  int kind;                // ... and the site's kind (0 attention, 1 MLP), whose row ratios it keeps
 };
 
 }  // namespace echo
@@ -67,6 +69,7 @@ struct echo::AllReduceWorkspace::Buffers {
   std::vector<Buffer> y;         // each rank's reduced result
   std::vector<std::vector<numerics::StreamGains>> gains;  // stream units: per rank, per row
   std::vector<Buffer> clip_bounds;  // stream units with a clip: per rank, per row
+  std::vector<Buffer> own_rms;      // stream units with gains 'sum': per rank, per row, rho
   Buffer profile;                   // stream units with profile 'sqrt': f_j per feature
   Buffer acc;                    // owner sums (send units)
   Buffer received;               // one pushed copy as its owner dequantizes it
@@ -114,7 +117,7 @@ std::size_t reduce_exact(const CallPlan& c, Buffers& b);
 // 4.4, output: back to gradient units and rounded to the dtype, on every rank.
 void deliver(const CallPlan& c, Buffers& b);
 // 6, update: each rank's residual (global or local; times G per row with stream gains) into its
-// averages.
+// averages; with gains 'sum' G is formed here from the delivered rows, and the rows' ratios are kept.
 void update(const CallPlan& c, CompensatorState* states, Buffers& b);
 
 }  // namespace echo::stages

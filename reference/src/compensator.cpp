@@ -56,6 +56,16 @@ std::optional<CompensatorProfile> parse_compensator_profile(std::string_view nam
   return std::nullopt;
 }
 
+const char* compensator_gains_name(CompensatorGains gains) {
+  return gains == CompensatorGains::kSum ? "sum" : "own";
+}
+
+std::optional<CompensatorGains> parse_compensator_gains(std::string_view name) {
+  if (name == "own") return CompensatorGains::kOwn;
+  if (name == "sum") return CompensatorGains::kSum;
+  return std::nullopt;
+}
+
 Status CompensatorSpec::validate() const {
   auto in_unit = [](float v) { return v >= 0.0f && v <= 1.0f; };
   auto is_decay = [](float v) { return v >= 0.0f && v < 1.0f; };
@@ -80,6 +90,11 @@ Status CompensatorSpec::validate() const {
     return Status(StatusCode::kInvalidArgument, "compensator clip " + float_text(clip) +
                                                     " acts in compensator units 'stream' only (the units are 'site'): "
                                                     "use clip 0, or units 'stream'");
+  }
+  if (units != CompensatorUnits::kStream && gains != CompensatorGains::kOwn) {
+    return Status(StatusCode::kInvalidArgument, std::string("compensator gains '") + compensator_gains_name(gains) +
+                                                    "' act in compensator units 'stream' only (the units are 'site'): "
+                                                    "use gains 'own', or units 'stream'");
   }
   return Status::Ok();
 }

@@ -44,6 +44,12 @@ Status validate_site(const SiteInfo& site, std::size_t count, const CompensatorS
       }
     }
   }
+  if (compensator.gains == CompensatorGains::kSum && site.kind != SiteKind::kAttention &&
+      site.kind != SiteKind::kMlp) {
+    return Status(StatusCode::kInvalidArgument,
+                  "compensator gains 'sum' need the site's kind (SiteInfo::kind: attention or MLP output; a "
+                  "trace's /site_kind), and the site's is unknown");
+  }
   return Status::Ok();
 }
 

@@ -179,6 +179,12 @@ void visit_fields(Spec& s, Visit&& visit) {
              "> 0: each rank's correction clamped per element to this times the RMS of its own token row, at "
              "post-norm sites (units 'stream' only); 0: no clip"},
         s.compensator.clip);
+  visit(Choice<CompensatorGains>{"compensator_gains", {CompensatorGains::kOwn, CompensatorGains::kSum},
+                                 compensator_gains_name,
+                                 "own (the stream gains at the RMS of each rank's own token row) | sum (the update at "
+                                 "the delivered sum's row RMS, the apply at the own RMS times the sum-to-own ratio of "
+                                 "the last site of the same kind; units 'stream' only, calls need the site's kind)"},
+        s.compensator.gains);
 }
 
 std::vector<SpecField> describe_fields() {

@@ -85,6 +85,7 @@ const std::vector<Alternative> kAlternatives = {
        s.compensator.units = CompensatorUnits::kSite;
        s.compensator.profile = CompensatorProfile::kFlat;  // both act in units 'stream' only
        s.compensator.clip = 0.0f;
+       s.compensator.gains = CompensatorGains::kOwn;
        return s;
      },
      Alteration::kNone, false},
@@ -107,6 +108,17 @@ const std::vector<Alternative> kAlternatives = {
      },
      [](AllReduceSpec s) {
        s.compensator.clip = 0.0f;
+       return s;
+     },
+     Alteration::kNone, false},
+    {"stream-gains-ignored",
+     "compensator gains 'sum' taken as 'own': the update and the apply at the rank's own row RMS",
+     "numerics.md 6.1, step 8",
+     [](const AllReduceSpec& s, const TraceInfo& t) {
+       return s.compensator.gains == CompensatorGains::kSum && post_norm_forward(s, t);
+     },
+     [](AllReduceSpec s) {
+       s.compensator.gains = CompensatorGains::kOwn;
        return s;
      },
      Alteration::kNone, false},

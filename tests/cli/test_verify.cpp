@@ -72,10 +72,25 @@ PackCase profile_clip_case() {
   return c;
 }
 
+// The pack's post-norm trace with gains 'sum' (its /site_kind gives each site's kind).
+PackCase sum_gains_case() {
+  PackCase c{"stream-sum-4bit-sqrt-clip-local-bf16-p4",
+             "--compensator-units stream --residual local --compensator-profile sqrt --compensator-clip 1 "
+             "--compensator-gains sum",
+             {}};
+  c.spec.compensator.residual = echo::ResidualMode::kLocal;
+  c.spec.compensator.units = echo::CompensatorUnits::kStream;
+  c.spec.compensator.profile = echo::CompensatorProfile::kSqrt;
+  c.spec.compensator.clip = 1.0f;
+  c.spec.compensator.gains = echo::CompensatorGains::kSum;
+  return c;
+}
+
 // A case of the pack on which `mistake` changes the outputs.
 PackCase case_for(const std::string& mistake) {
   if (mistake == "stream-profile-ignored" || mistake == "stream-clip-ignored") return profile_clip_case();
   if (mistake == "stream-units-ignored") return post_norm_case(true);
+  if (mistake == "stream-gains-ignored") return sum_gains_case();
   if (mistake == "stream-units-applied") return post_norm_case(false);
   if (mistake == "ranks-summed-in-reverse") return sum_order_case();
   if (mistake == "exact-path-missing") return exact_case();

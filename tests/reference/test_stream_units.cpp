@@ -364,4 +364,120 @@ BOOST_AUTO_TEST_CASE(a_profile_or_clip_outside_stream_units_or_without_weights_i
                                nullptr, nullptr).ok());
 }
 
+// Step 8, gains 'sum': the update at the delivered rows' RMS, the apply at the own RMS times the ratio
+// of the last site of the same kind (else the other kind's), the ratios replaced after each call.
+BOOST_AUTO_TEST_CASE(gains_sum_update_at_the_delivered_rms_and_apply_the_same_kinds_ratio) {
+  const int ranks = 3;
+  const std::size_t width = 64, rows = 4;
+  std::vector<float> weights(width);
+  for (std::size_t e = 0; e < width; ++e) weights[e] = 0.5f + 0.07f * static_cast<float>(e % 9);
+  SiteInfo site = post_norm_site(weights);
+  AllReduceSpec spec = stream_spec(ResidualMode::kGlobal);
+  spec.compensator.gains = CompensatorGains::kSum;
+  const float ob1 = numerics::one_minus(spec.compensator.beta1);
+  const float oa = numerics::one_minus(spec.compensator.a);
+  const float n = static_cast<float>(width);
+  auto rms_of = [&](const float* row) { return numerics::row_rms(numerics::row_sum_of_squares(row, width), n); };
+  auto rounded = [&](const std::vector<float>& x) {
+    std::vector<float> xr = x;
+    round_to_dtype(xr.data(), xr.size(), spec.dtype);
+    return xr;
+  };
+  std::vector<CompensatorState> states(static_cast<std::size_t>(ranks));
+  // Three calls at sites of kind attention, MLP, attention, each with inputs at other scales.
+  const SiteKind kinds[] = {SiteKind::kAttention, SiteKind::kMlp, SiteKind::kAttention};
+  for (int call = 0; call < 3; ++call) {
+    site.kind = kinds[call];
+    Inputs d(ranks, rows, width, 71u + static_cast<std::uint32_t>(call));
+    const std::vector<CompensatorState> before = states;
+    BOOST_TEST_REQUIRE(allreduce_at_site(site, spec, ranks, d.count, d.in_ptr.data(), d.out_ptr.data(),
+                                         states.data(), d.xp_ptr.data(), nullptr).ok());
+    const int kind = static_cast<int>(kinds[call]);
+    for (int r = 0; r < ranks; ++r) {
+      const std::vector<float> xr = rounded(d.in[r]);
+      // The ratios this call applied: the same kind's, else the other kind's (none on the first call).
+      const std::vector<float>& same = before[r].row_ratios[static_cast<std::size_t>(kind)];
+      const std::vector<float>& applied = !same.empty() ? same : before[r].row_ratios[static_cast<std::size_t>(1 - kind)];
+      BOOST_TEST((call == 0 ? applied.empty() : applied.size() == rows));
+      BOOST_TEST_REQUIRE(states[r].row_ratios[static_cast<std::size_t>(kind)].size() == rows);
+      for (std::size_t t = 0; t < rows; ++t) {
+        const float rho = rms_of(xr.data() + t * width);
+        const float r_sum = rms_of(d.out[r].data() + t * width);
+        BOOST_TEST(echo::test::float_bits(states[r].row_ratios[static_cast<std::size_t>(kind)][t]) ==
+                   echo::test::float_bits(numerics::sum_ratio(r_sum, rho)));
+        const float from = call == 0 ? 0.0f : numerics::sum_from_stream(site.weight_rms, applied[t], rho);
+        const float to = numerics::stream_gains(site.weight_rms, r_sum).to_stream;
+        BOOST_TEST_REQUIRE(to > 0.0f);
+        for (std::size_t e = t * width; e < (t + 1) * width; ++e) {
+          float expected = xr[e];
+          if (call > 0) {
+            const float c0 = numerics::dual_correction(spec.compensator.eta, spec.compensator.a, oa, before[r].m1[e],
+                                                       before[r].m2[e]);
+            expected = numerics::compensate(xr[e], numerics::from_stream(c0, from));
+          }
+          BOOST_TEST(echo::test::float_bits(d.xp[r][e]) == echo::test::float_bits(expected));
+          const float u = numerics::global_residual(d.xp[r][e], d.out[r][e], static_cast<float>(ranks));
+          const float m1 = numerics::ema_step(spec.compensator.beta1, call == 0 ? 0.0f : before[r].m1[e], ob1,
+                                              numerics::to_stream(u, to));
+          BOOST_TEST(echo::test::float_bits(states[r].m1[e]) == echo::test::float_bits(m1));
+        }
+      }
+    }
+  }
+  // The third call (attention) applied the first call's attention ratios, not the MLP call's.
+  for (CompensatorState& s : states) {
+    BOOST_TEST(!s.row_ratios[0].empty());
+    BOOST_TEST(!s.row_ratios[1].empty());
+    s.reset();
+    BOOST_TEST(s.row_ratios[0].empty());
+    BOOST_TEST(s.row_ratios[1].empty());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gains_sum_ratios_carry_nothing_where_a_row_is_zero_or_not_finite) {
+  BOOST_TEST(numerics::sum_ratio(2.0f, 4.0f) == 0.5f);
+  BOOST_TEST(numerics::sum_ratio(0.0f, 4.0f) == 0.0f);
+  BOOST_TEST(numerics::sum_ratio(2.0f, 0.0f) == 0.0f);
+  BOOST_TEST(numerics::sum_ratio(INFINITY, 4.0f) == 0.0f);
+  BOOST_TEST(numerics::sum_ratio(std::nanf(""), 4.0f) == 0.0f);
+  BOOST_TEST(numerics::sum_ratio(3e38f, 1e-38f) == 0.0f);  // the quotient overflows
+  BOOST_TEST(numerics::sum_from_stream(2.0f, 0.5f, 8.0f) == 2.0f);
+  BOOST_TEST(numerics::sum_from_stream(2.0f, 0.0f, 8.0f) == 0.0f);  // no ratio: no correction
+  BOOST_TEST(numerics::sum_from_stream(0.0f, 0.5f, 8.0f) == 0.0f);
+  BOOST_TEST(numerics::sum_from_stream(1e-38f, 3e38f, 1.0f) == 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(gains_sum_are_refused_outside_stream_units_without_a_kind_or_with_other_rows) {
+  AllReduceSpec spec = stream_spec(ResidualMode::kLocal);
+  spec.compensator.gains = CompensatorGains::kSum;
+  AllReduceSpec site_units = spec;
+  site_units.compensator.units = CompensatorUnits::kSite;
+  Status s = site_units.compensator.validate();
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message().find("gains 'sum'") != std::string::npos);
+  BOOST_TEST((parse_compensator_gains("sum") == CompensatorGains::kSum));
+  BOOST_TEST(!parse_compensator_gains("delivered").has_value());
+  Inputs data(2, 2, 64, 81u);
+  std::vector<CompensatorState> states(2);
+  SiteInfo site = post_norm_site(std::vector<float>(64, 1.0f));
+  s = allreduce_at_site(site, spec, 2, data.count, data.in_ptr.data(), data.out_ptr.data(), states.data(), nullptr,
+                        nullptr);
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message().find("site's kind") != std::string::npos);
+  site.kind = SiteKind::kMlp;
+  BOOST_TEST_REQUIRE(allreduce_at_site(site, spec, 2, data.count, data.in_ptr.data(), data.out_ptr.data(),
+                                       states.data(), nullptr, nullptr).ok());
+  // The same state on a message of other rows (same elements, rows of 32).
+  SiteInfo narrow = post_norm_site(std::vector<float>(32, 1.0f));
+  narrow.kind = SiteKind::kMlp;
+  s = allreduce_at_site(narrow, spec, 2, data.count, data.in_ptr.data(), data.out_ptr.data(), states.data(), nullptr,
+                        nullptr);
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message().find("row ratios") != std::string::npos);
+  // A site without a post-norm needs no kind.
+  const SiteInfo pre_norm;
+  BOOST_TEST(allreduce_at_site(pre_norm, spec, 2, data.count, data.in_ptr.data(), data.out_ptr.data(), states.data(),
+                               nullptr, nullptr).ok());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

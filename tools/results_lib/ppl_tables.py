@@ -162,13 +162,16 @@ def costs_text(index: Index, text: str, parts: Sequence[Tuple[str, str, int]]) -
 # next site can close (tools/postnorm_bound.py), over its own run of rows.
 STREAM_GOALS = [
     ("gemma3", "Gemma 3: 4-bit at 4.25 bits", ["w16-p4-stream-local", "w16c-p4-stream-local-sqrt-clip1",
-                                                     "w16c-p4-stream-local-sqrt-clip1-eta085"], "closed", 0.50, "w16-bound-q4"),
+                                                     "w16c-p4-stream-local-sqrt-clip1-eta085",
+                                                     "w16c-p4-stream-local-sqrt-clip1-sum"], "closed", 0.50, "w16-bound-q4"),
     ("gemma3", "Gemma 3: rotation at <= 4.5 bits",
      ["w16-p4-rot-stream-local", "w16-p4-rot64-stream-local", "w16c-p4-rot64-stream-local-sqrt-clip1",
       "w16c-p4-rot64-stream-local-sqrt-clip1-eta085", "w16c-p4-rot64-stream-local-sqrt-clip1-eta1",
-      "w16c-p4-rot64-stream-local-sqrt-clip2", "w16c-p4-rot64-stream-local-sqrt-clip05"], "closed", 0.95,
+      "w16c-p4-rot64-stream-local-sqrt-clip2", "w16c-p4-rot64-stream-local-sqrt-clip05",
+      "w16c-p4-rot64-stream-local-sqrt-clip1-sum", "w16c-p4-rot64-stream-local-sqrt-clip05-sum"], "closed", 0.95,
      "w16-bound-q4rot64"),
-    ("gemma3", "Gemma 3: 8-bit", ["w16-p4-echo8-stream-local"], "d", 0.01, None),
+    ("gemma3", "Gemma 3: 8-bit", ["w16-p4-echo8-stream-local", "w16c-p4-echo8-stream-local-sqrt-clip1-sum"], "d",
+     0.01, None),
     ("smollm2", "SmolLM2: 4-bit at 4.25 bits", ["cpp2-p4-stream-local"], "no worse than", "cpp2-p4-echo4",
      "py2-bound-q4"),
     ("smollm2", "SmolLM2: rotation at <= 4.5 bits", ["cpp2-p4-rot-stream-local", "cpp2-p4-rot64-stream-local"],
@@ -243,14 +246,17 @@ def stream_summary_text(index: Index, text: str = "moby") -> str:
     closed = gap_closed(index, row("p4-stream-local"))
     closed_rot = gap_closed(index, row("p4-rot64-stream-local"))
     sqrt = index.row(text, "w16c-" + TOOLKIT_BEST)
+    summed = index.row(text, "w16c-" + GAINS_SUM)
     return (f"with the compensator's state in stream units (`--compensator-units stream`, through each site's "
             f"post-norm; CPU reference and the one-GPU emulation) Echo 4-bit costs {d('p4-stream-local'):+.3f} and closes {percent(closed)} "
             f"of the uncompensated gap (in site units {d('p4-echo4'):+.2f}), {percent(closed_rot)} with the rotation "
             f"at group 64 (4.5 bits, {d('p4-rot64-stream-local'):+.3f}), and Echo 8-bit costs "
             f"{d('p4-echo8-stream-local'):+.4f} (site units {d('p4-echo8'):+.3f}, no compensation "
             f"{d('p4-nocomp8'):+.4f}); with the post-norm's per-feature profile and a clip as well "
-            f"(`--compensator-profile sqrt --compensator-clip 1`, CPU reference) 4-bit closes "
-            f"{100 * gap_closed(index, sqrt):.1f}% ({index.stats(sqrt).d:+.3f}, rows made beside their own controls)")
+            f"(`--compensator-profile sqrt --compensator-clip 1`) 4-bit closes "
+            f"{100 * gap_closed(index, sqrt):.1f}% ({index.stats(sqrt).d:+.3f}), and with the gains taken from "
+            f"the delivered sum's RMS (`--compensator-gains sum`) {100 * gap_closed(index, summed):.1f}% "
+            f"({index.stats(summed).d:+.3f}; rows made beside their own controls)")
 
 
 def stream_bound_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:
@@ -299,9 +305,32 @@ def _against_w16c(gemma: Index, name: str, other: str, texts: Sequence[str]) -> 
     return " / ".join(out)
 
 
+def _verdicts_w16c(gemma: Index, name: str, target: float, texts: Sequence[str]) -> str:
+    """The paired verdict of a one-setting row on a gap goal, per text: "yes (-0.037 [..]) / ..."."""
+    out = []
+    for t in texts:
+        m, interval = closed_margin(gemma, _w16c(gemma, t, name), target)
+        out.append(f"{verdict_at_level(interval, 0.0)} ({m:+.3f} {ci(*interval, '+.3f')})")
+    return " / ".join(out)
+
+
+def _d_w16c(gemma: Index, name: str, texts: Sequence[str]) -> str:
+    """A one-setting row's difference against its 16-bit row, per text: "+0.0006 [..] / ..."."""
+    out = []
+    for t in texts:
+        st = gemma.stats(_w16c(gemma, t, name))
+        out.append(f"{st.d:+.4f} {ci(*st.d_ci, '+.4f')}")
+    return " / ".join(out)
+
+
+def _within_w16c(gemma: Index, name: str, limit: float, texts: Sequence[str]) -> bool:
+    """Whether the row's paired interval against 16-bit lies at or below `limit` on every text."""
+    return all(gemma.stats(_w16c(gemma, t, name)).d_ci[1] <= limit for t in texts)
+
+
 # The study's calibration-free estimate of the sum's RMS (units "dynpartial" of
-# tools/postnorm_compensators.py) with half the profile and clip 1: the candidate for the spec's next
-# gains; its rotation row, the variant that keeps the update in the rank's own units, and its 8-bit row.
+# tools/postnorm_compensators.py) with half the profile and clip 1: the toolkit's gains 'sum' since;
+# its rotation row, the variant that keeps the update in the rank's own units, and its 8-bit row.
 DYNPARTIAL = "study-q4-dynpartial@local@prof0.5@clip1"
 DYNPARTIAL_ROT64 = "study-q4rot64-dynpartial@local@prof0.5@clip1"
 DYNSELF = "study-q4-dynself@local@prof0.5@clip1"
@@ -319,20 +348,12 @@ def stream_dynpartial_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")
         return _against_w16c(gemma, name, other, only)
 
     def verdicts(name: str, target: float) -> str:
-        out = []
-        for t in texts:
-            m, interval = closed_margin(gemma, _w16c(gemma, t, name), target)
-            out.append(f"{verdict_at_level(interval, 0.0)} ({m:+.3f} {ci(*interval, '+.3f')})")
-        return " / ".join(out)
+        return _verdicts_w16c(gemma, name, target, texts)
 
     def d8(name: str) -> str:
-        out = []
-        for t in texts:
-            st = gemma.stats(_w16c(gemma, t, name))
-            out.append(f"{st.d:+.4f} {ci(*st.d_ci, '+.4f')}")
-        return " / ".join(out)
+        return _d_w16c(gemma, name, texts)
 
-    within8 = all(gemma.stats(_w16c(gemma, t, DYNPARTIAL8)).d_ci[1] <= 0.01 for t in texts)
+    within8 = _within_w16c(gemma, DYNPARTIAL8, 0.01, texts)
     rot, rot05 = DYNPARTIAL_ROT64, DYNPARTIAL_ROT64.replace("clip1", "clip0.5")
     bound = " / ".join(percent(gap_closed(gemma, gemma.row(t, "w16-bound-q4rot64"))) for t in texts)
     radial = "study-q4-self@local@prof0.5@clip1"
@@ -364,6 +385,41 @@ def stream_dynpartial_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")
             f"component along the delivered row, which the norm's Jacobian (diag(w) / r (I - yhat yhat^T)) "
             f"never passes to the stream (`@radial`, on the toolkit's own-RMS gains), changes the Moby-Dick "
             f"row by {against(radial + '@radial', radial, ['moby'])}")
+
+
+# The toolkit's gains 'sum' (docs/numerics.md 6.1 step 8) with profile 'sqrt' and clip 1, at 4 bits, with
+# the rotation at group 64 (clip 1 and clip 0.5) and at 8 bits.
+GAINS_SUM = "p4-stream-local-sqrt-clip1-sum"
+GAINS_SUM_ROT64 = "p4-rot64-stream-local-sqrt-clip1-sum"
+GAINS_SUM_ROT64_CLIP05 = "p4-rot64-stream-local-sqrt-clip05-sum"
+GAINS_SUM8 = "p4-echo8-stream-local-sqrt-clip1-sum"
+
+
+def stream_gains_sum_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:
+    """docs/results-gemma3.md's reading of the toolkit's gains 'sum' rows (w16c-*): the gap closed at 4
+    bits and with the rotation, the paired verdicts on the goals, the comparison with gains 'own' and
+    with the study's dynpartial, and the 8-bit cost."""
+    def closed(name: str) -> str:
+        return _closed_w16c(gemma, name, texts)
+
+    def against(name: str, other: str) -> str:
+        return _against_w16c(gemma, name, other, texts)
+
+    within8 = _within_w16c(gemma, GAINS_SUM8, 0.01, texts)
+    return (f"The toolkit's gains 'sum' (`--compensator-gains sum`, docs/numerics.md 6.1 step 8: the "
+            f"study's dynpartial as a mode of the spec, each rank keeping its row ratios per site kind in "
+            f"its state, every sum in the contract's fp32 order) with profile 'sqrt' and clip 1 close "
+            f"{closed(GAINS_SUM)} of the 4-bit gap (Moby-Dick / State of the Union), against "
+            f"{closed(TOOLKIT_BEST)} for gains 'own' and {closed(DYNPARTIAL)} for the study's dynpartial "
+            f"(its row sums in float64 and half the profile as a power); paired against gains 'own' "
+            f"{against(GAINS_SUM, TOOLKIT_BEST)}, against the study's row {against(GAINS_SUM, DYNPARTIAL)}. "
+            f"At 95% the windows say, of the 50% goal: {_verdicts_w16c(gemma, GAINS_SUM, 0.5, texts)}. With "
+            f"the rotation at group 64 (4.5 bits) they close {closed(GAINS_SUM_ROT64)} with clip 1 and "
+            f"{closed(GAINS_SUM_ROT64_CLIP05)} with clip 0.5; of the 95% goal: "
+            f"{_verdicts_w16c(gemma, GAINS_SUM_ROT64, 0.95, texts)} and "
+            f"{_verdicts_w16c(gemma, GAINS_SUM_ROT64_CLIP05, 0.95, texts)}. At 8 bits they cost "
+            f"{_d_w16c(gemma, GAINS_SUM8, texts)} nats against 16-bit, "
+            f"{'within' if within8 else 'not within'} the +0.01 of the 8-bit goal at 95%")
 
 
 # The combined candidate of the one-setting rows (data/gemma3/ppl/w16c) and what it adds to.

@@ -62,6 +62,8 @@ def describe(spec: Optional[Spec]) -> str:
             words.append(f"profile {spec.compensator_profile}")
         if spec.compensator_clip != _PLAIN.compensator_clip:
             words.append(f"clip {spec.compensator_clip:g}")
+        if spec.compensator_gains != _PLAIN.compensator_gains:
+            words.append(f"gains {spec.compensator_gains}")
     if spec.state_dtype != _PLAIN.state_dtype:
         words.append(f"{spec.state_dtype} state")
     return ", ".join(words)

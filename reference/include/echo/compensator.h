@@ -1,6 +1,7 @@
 // Dual error-feedback compensator (paper Sec. 5, Algorithm 1), per rank, one state per pass direction.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -25,6 +26,12 @@ enum class CompensatorUnits : std::uint8_t { kSite = 0, kStream = 1 };
 // kFlat: one gain per row (the norm's RMS gain); kSqrt: each feature's gains also times the square
 //        root of that feature's weight over the weights' RMS (floored), which needs the site's weights.
 enum class CompensatorProfile : std::uint8_t { kFlat = 0, kSqrt = 1 };
+// Which row RMS the stream gains of a post-norm site are made of (docs/numerics.md 6.1, step 8):
+// kOwn: the rank's own partial row's, before its push (update and apply alike);
+// kSum: the update at the delivered sum's row RMS r, and the apply at the rank's own RMS times the
+//       ratio r / rho that the rank formed at the last site of the same kind; a call then needs its
+//       site's kind (SiteInfo::kind).
+enum class CompensatorGains : std::uint8_t { kOwn = 0, kSum = 1 };
 
 const char* compensator_mode_name(CompensatorMode mode);  // "off", "single", "dual"
 std::optional<CompensatorMode> parse_compensator_mode(std::string_view name);
@@ -34,6 +41,8 @@ const char* compensator_units_name(CompensatorUnits units);  // "site", "stream"
 std::optional<CompensatorUnits> parse_compensator_units(std::string_view name);
 const char* compensator_profile_name(CompensatorProfile profile);  // "flat", "sqrt"
 std::optional<CompensatorProfile> parse_compensator_profile(std::string_view name);
+const char* compensator_gains_name(CompensatorGains gains);  // "own", "sum"
+std::optional<CompensatorGains> parse_compensator_gains(std::string_view name);
 
 struct CompensatorSpec {
   CompensatorMode mode = CompensatorMode::kDual;
@@ -52,20 +61,29 @@ struct CompensatorSpec {
   // the clip: > 0 clamps each rank's correction per element to clip times the RMS of its own row.
   CompensatorProfile profile = CompensatorProfile::kFlat;
   float clip = 0.0f;
+  // Units 'stream' only (docs/numerics.md 6.1, step 8): the row RMS the gains are made of.
+  CompensatorGains gains = CompensatorGains::kOwn;
 
   // eta, a in [0, 1]; decays in [0, 1); state_dtype float32 or bfloat16; clip finite and >= 0;
-  // a profile other than flat, or a clip, only with units 'stream'.
+  // a profile other than flat, a clip, or gains other than 'own' only with units 'stream'.
   Status validate() const;
 };
+
+// Site kinds with a state of their own under gains 'sum' (SiteKind: 0 attention, 1 MLP).
+constexpr int kSiteKinds = 2;
 
 // One rank's averages for one pass direction; m2 is unused in kSingle mode. Empty means "reset":
 // the next call sizes it to the message and starts from zero.
 struct CompensatorState {
   std::vector<float> m1;
   std::vector<float> m2;
+  // Gains 'sum' (docs/numerics.md 6.1, step 8): per site kind, each token row's ratio
+  // fp32(r / rho) formed at the last forward call at a post-norm site of that kind; empty: none yet.
+  std::array<std::vector<float>, kSiteKinds> row_ratios;
   void reset() {
     m1.clear();
     m2.clear();
+    for (std::vector<float>& ratios : row_ratios) ratios.clear();
   }
 };
 

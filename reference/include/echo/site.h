@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,9 @@
 #include "echo/status.h"
 
 namespace echo {
+
+// What a site's output is (the trace's /site_kind); compensator gains 'sum' keep one row ratio per kind.
+enum class SiteKind : std::int8_t { kUnknown = -1, kAttention = 0, kMlp = 1 };
 
 struct SiteInfo {
   // The model normalizes the site's output (an RMSNorm) before adding it to the residual stream.
@@ -22,6 +26,9 @@ struct SiteInfo {
   // The norm's effective weights (row_length values, or empty where not known); read only by
   // compensator profile 'sqrt' (docs/numerics.md 6.1, step 6), which refuses a site without them.
   std::vector<float> weights;
+  // The site's kind; read only by compensator gains 'sum' (docs/numerics.md 6.1, step 8), which
+  // refuses a post-norm site of unknown kind.
+  SiteKind kind = SiteKind::kUnknown;
 };
 
 // A site with a post-norm of these effective weights: row_length = weights.size(),
@@ -30,8 +37,8 @@ struct SiteInfo {
 SiteInfo post_norm_site(const std::vector<float>& weights);
 
 // Whether `site` serves a call of `count` elements under `compensator`: a post-norm site needs
-// row_length >= 1 dividing count and a finite weight_rms > 0, and with profile 'sqrt' its weights,
-// all finite (the message names what is wrong).
+// row_length >= 1 dividing count and a finite weight_rms > 0, with profile 'sqrt' its weights, all
+// finite, and with gains 'sum' a known kind (the message names what is wrong).
 Status validate_site(const SiteInfo& site, std::size_t count, const CompensatorSpec& compensator);
 
 // Whether a call of `spec` needs its site (allreduce_at_site): compensator units 'stream' on a

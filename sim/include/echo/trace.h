@@ -29,8 +29,6 @@ inline constexpr std::uint64_t kReplayBytesPerSite = 64;
 // The memory one trace's working set may take: half of the machine's physical memory.
 std::uint64_t trace_memory_budget();
 
-enum class SiteKind : std::int8_t { kAttention = 0, kMlp = 1 };
-
 struct TraceInfo {
   int ranks = 0;
   Direction direction = Direction::kForward;
@@ -50,11 +48,11 @@ struct TraceInfo {
   std::vector<float> post_norm_weights;
 };
 
-// Each site's SiteInfo (docs/numerics.md 6.1) from the trace's post_norm record; empty where the
-// trace does not record it.
+// Each site's SiteInfo (docs/numerics.md 6.1) from the trace's post_norm record, with its kind from
+// /site_kind where recorded; empty where the trace does not record post_norm.
 std::vector<SiteInfo> trace_sites(const TraceInfo& info);
 // kInvalidArgument naming `path` where calls of `spec` need their site (needs_site) and the trace
-// does not record post_norm; Ok otherwise.
+// does not record post_norm, or with gains 'sum' post-norm sites and not /site_kind; Ok otherwise.
 Status check_trace_sites(const TraceInfo& info, const std::string& path, const AllReduceSpec& spec);
 
 class TraceReader {

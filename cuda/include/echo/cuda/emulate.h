@@ -8,8 +8,8 @@
 // path, backward scaling and the non-finite policy. Every configuration the reference accepts is
 // served (bits 2..8, every quantizer and group size, compensator and residual modes, state types,
 // P = 1..8, wide groups and the Hadamard rotation of docs/numerics.md 2.4 and 2.6, compensator
-// units 'stream' of 6.1 as echo::allreduce_at_site runs them), the owner algorithm only; outliers
-// sent exactly (2.5) are refused.
+// units 'stream' of 6.1 as echo::allreduce_at_site runs them, with gains 'own' or 'sum'), the owner
+// algorithm only; outliers sent exactly (2.5) are refused.
 //
 //   EmulateArguments args;                         // spec, ranks, count, buffers
 //   emulate_can_implement(args)                    // what is wrong with them, or Ok
@@ -17,6 +17,8 @@
 //   emulate_reset_state(state, bytes, stream)      //   at the start of every pass
 //   emulate_gains_bytes(spec, P, n, site)          // units 'stream' at a post-norm site: the
 //                                                  //   scratch of the rows' gains (args.gains)
+//   emulate_ratios_bytes(spec, P, n, site)         // gains 'sum' there: the row ratios kept from
+//                                                  //   call to call (args.ratios, one per pass)
 //   emulate_allreduce(args, stream)                // enqueue one call
 //   emulate_read_report(workspace, stream, &rep)   // the last call's report (synchronizes)
 //
@@ -71,6 +73,13 @@ struct EmulateArguments {
   void* gains = nullptr;
   std::size_t gains_bytes = 0;
   const float* weights = nullptr;
+  // Compensator gains 'sum' (docs/numerics.md 6.1, step 8) at a site with a post-norm: `ratios`,
+  // device memory of at least emulate_ratios_bytes(spec, P, n, site) bytes (4-byte aligned), holds
+  // every rank's row ratios per site kind (site.kind) from one call to the next: give the calls of
+  // a pass direction the same buffer, as its state. Which kinds it holds is kept in the state, so a
+  // reset (emulate_reset_state) clears them and the buffer needs no initialization.
+  void* ratios = nullptr;
+  std::size_t ratios_bytes = 0;
 };
 
 // The part of emulate_can_implement that needs no buffers: kInvalidArgument for a spec that does not
@@ -86,8 +95,14 @@ std::size_t emulate_state_bytes(const AllReduceSpec& spec, int ranks, std::size_
 
 // Bytes of the scratch a call at `site` needs where needs_site(spec) and the site has a post-norm
 // (else 0): 8 per rank and row (count / site.row_length rows) for the rows' gains, 4 more per rank
-// and row with a clip, and 4 per feature (site.row_length) with profile 'sqrt'.
+// and row with a clip, and 4 per feature (site.row_length) with profile 'sqrt'; with gains 'sum' 4
+// more per rank and row (their own RMS) and 4 per rank and element (the residuals the update takes
+// once the delivered rows' RMS is known).
 std::size_t emulate_gains_bytes(const AllReduceSpec& spec, int ranks, std::size_t count, const SiteInfo& site);
+
+// Bytes of the row ratios a call of gains 'sum' at `site` keeps (else 0): 4 per site kind, rank and
+// row (count / site.row_length rows).
+std::size_t emulate_ratios_bytes(const AllReduceSpec& spec, int ranks, std::size_t count, const SiteInfo& site);
 
 // Start of a pass: zero averages, and the next call applies no correction (as the reference does
 // for an empty CompensatorState). Every new state must be reset before its first call.
@@ -95,7 +110,8 @@ Status emulate_reset_state(void* state, std::size_t state_bytes, cudaStream_t st
 
 // kInvalidArgument naming what is wrong (spec, ranks, count, a null or misaligned buffer, a state
 // or gains scratch too small, a site that does not serve the call (validate_site), overlapping
-// buffers, a buffer that is not device memory of the current device, compensator profile 'sqrt' at a post-norm site without device weights), kUnsupported for the ring algorithm
+// buffers, a buffer that is not device memory of the current device, compensator profile 'sqrt' at
+// a post-norm site without device weights, gains 'sum' there without ratios), kUnsupported for the ring algorithm
 // and for outliers sent exactly; Ok when emulate_allreduce can run the call.
 Status emulate_can_implement(const EmulateArguments& args);
 

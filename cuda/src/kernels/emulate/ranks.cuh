@@ -214,11 +214,16 @@ __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpo
 
 // Rank r's new averages from its residual u and its averages m1, m2 (loaded again), stored (lanes
 // inside the message only). Stream units (numerics 6.1 steps 5, 6): the averages take fp32(u * G),
-// times f_j with the profile.
+// times f_j with the profile; with gains 'sum' (step 8) u is left in p.sum_residuals instead.
 template <int E, bool kStream = false>
 __device__ __forceinline__ void update_loaded(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E],
                                               float (&m1)[E], float (&m2)[E]) {
   if constexpr (kStream) {
+    if (a.sum_residuals != nullptr) {
+      // Gains 'sum': G needs the delivered rows' RMS, so the update waits for emulate_sum_update.
+      store_f32<E>(a.sum_residuals + static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, u);
+      return;
+    }
     if (a.stream_gains != nullptr) {
       RowTerms<E> t;
       lane_row_terms<E>(a, r, s, t);

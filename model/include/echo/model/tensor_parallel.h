@@ -10,11 +10,12 @@
 
 #include "echo/allreduce.h"
 #include "echo/model/weights.h"
+#include "echo/site.h"
 #include "echo/status.h"
 
 namespace echo::model {
 
-enum class SiteKind : std::int8_t { kAttention = 0, kMlp = 1 };
+using SiteKind = ::echo::SiteKind;  // the reference's (echo/site.h): the trace's /site_kind values
 
 enum class ReduceMode : std::uint8_t {
   kExact = 0,  // fp32 sum in rank order, rounded once to dtype ("16-bit" serving)

@@ -71,6 +71,26 @@ ECHO_HOST_DEVICE float to_stream(float residual, float to_stream_gain) {
   return mul_rn(residual, to_stream_gain);
 }
 
+// Numerics 6.1 step 8, gains 'sum'. The ratio a rank keeps of a row after its call:
+// kappa = fp32(r / rho), r the delivered sum's row RMS and rho the rank's own; 0 where r or rho is 0
+// or not finite, or the quotient is not finite.
+ECHO_HOST_DEVICE float sum_ratio(float sum_rms, float own_rms) {
+  const bool usable = sum_rms > 0.0f && is_finite(sum_rms) && own_rms > 0.0f && is_finite(own_rms);
+  if (!usable) return 0.0f;
+  const float kappa = div_rn(sum_rms, own_rms);
+  return is_finite(kappa) ? kappa : 0.0f;
+}
+
+// The apply's gain at the next site from such a ratio: the estimate e = fp32(kappa * rho) of the sum's
+// row RMS, then R = fp32(e / w); 0 where e or w is not > 0 and finite, or R is not finite.
+ECHO_HOST_DEVICE float sum_from_stream(float weight_rms, float ratio, float own_rms) {
+  const float estimate = mul_rn(ratio, own_rms);
+  const bool usable = estimate > 0.0f && is_finite(estimate) && weight_rms > 0.0f && is_finite(weight_rms);
+  if (!usable) return 0.0f;
+  const float r = div_rn(estimate, weight_rms);
+  return is_finite(r) ? r : 0.0f;
+}
+
 // Numerics 6.1 step 6, profile 'sqrt': feature j's factor f_j = fp32(sqrt(fp32(a_j / w))), with
 // a_j = |w_j| floored at fp32(kProfileFloor * w) (w the weights' RMS); f_j is in [sqrt(0.1), sqrt(H)].
 constexpr float kProfileFloor = 0.1f;

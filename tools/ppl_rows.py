@@ -134,6 +134,9 @@ POSTNORM_ROWS = {
     "p4-rot64-stream-local-sqrt-clip1-sum": _stream_sqrt(rot64=True, clip=1.0, gains="sum"),
     "p4-rot64-stream-local-sqrt-clip05-sum": _stream_sqrt(rot64=True, clip=0.5, gains="sum"),
     "p4-echo8-stream-local-sqrt-clip1-sum": _stream_sqrt(rot64=False, clip=1.0, gains="sum", bits=8),
+    # ... the rotation's rows with a tighter clip, and with clip 0.5 at eta 0.9.
+    "p4-rot64-stream-local-sqrt-clip025-sum": _stream_sqrt(rot64=True, clip=0.25, gains="sum"),
+    "p4-rot64-stream-local-sqrt-clip05-eta09-sum": _stream_sqrt(rot64=True, clip=0.5, eta=0.9, gains="sum"),
 }
 ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS, "postnorm": POSTNORM_ROWS}
 ALL_ROWS = {**ROWS, **OUTLIER_ROWS, **POSTNORM_ROWS}

@@ -247,7 +247,8 @@ def test_spec_json_round_trips_through_echotk_replay(echotk_cli, tmp_path):
 def test_stream_candidates_run_only_where_a_site_has_a_post_norm():
     import argparse
     stream = {name for name, spec in CANDIDATES if spec is not None and spec.compensator_units == "stream"}
-    assert stream == {"stream-local", "stream-local-sqrt-clip1", "rot-stream-local", "echo8-stream-local"}
+    assert stream == {"stream-local", "stream-local-sqrt-clip1", "stream-local-sqrt-clip1-sum", "rot-stream-local",
+                      "echo8-stream-local"}
     for post_norm, device, reason in ((True, "cpu", None), (False, "cpu", "no site has a post-norm"),
                                       (True, "cuda", None)):
         args = argparse.Namespace(ranks=4, bits_max=8.25, device=device)
@@ -309,7 +310,8 @@ def test_a_short_run_advises_and_writes_every_output(tiny_model, text, tmp_path)
     skipped = [r for r in rows if r["verdict"].startswith("skipped")]
     # 8-bit above --bits-max; stream units on a model without post-norms (their site-units rows).
     assert {r["candidate"] for r in skipped} == {"echo8", "nocomp8", "stream-local", "stream-local-sqrt-clip1",
-                                                 "rot-stream-local", "echo8-stream-local"}
+                                                 "stream-local-sqrt-clip1-sum", "rot-stream-local",
+                                                 "echo8-stream-local"}
     assert f"Use {chosen[0]['candidate']}" in stdout and "wire bits" in stdout and "95% CI (paired)" in stdout
     assert "## Hazards" in (out / "advice.md").read_text()
     assert (out / "advice.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

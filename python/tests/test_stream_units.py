@@ -119,6 +119,31 @@ def test_the_op_checks_the_site_weights():
     call(w)
 
 
+def test_the_op_checks_the_site_kind_and_the_row_ratios():
+    """gains 'sum' at a post-norm site without its kind, without the ratios, or with ratios of
+    another shape or dtype: ValueError naming what is missing or wrong."""
+    x = contributions(4)[0].bfloat16()
+    m = torch.zeros(RANKS, x.shape[1])
+    w = weights()[0]
+    rms = float(echotk._C.post_norm_weight_rms(w.numpy()))
+    ratios, held = torch.zeros(2, RANKS, TOKENS), torch.zeros(2, dtype=torch.uint8)
+
+    def call(kind, ratios, held):
+        return torch.ops.echotk.allreduce(x, m.clone(), m.clone(), SUM.key(), RANKS, "forward", True, HIDDEN, rms,
+                                          w, kind, ratios, held)
+    with pytest.raises(ValueError, match="site's kind"):
+        call(-1, ratios, held)
+    with pytest.raises(ValueError, match="row ratios"):
+        call(ATTENTION, None, None)
+    with pytest.raises(ValueError, match="ratios"):
+        call(ATTENTION, torch.zeros(2, RANKS, TOKENS + 1), held)
+    with pytest.raises(ValueError, match="ratios_held"):
+        call(ATTENTION, ratios, held.float())
+    call(MLP, ratios, held)
+    assert held.tolist() == [0, 1]                  # the call kept the MLP site's ratios
+    assert bool((ratios[1] > 0).all()) and bool((ratios[0] == 0).all())
+
+
 def test_a_weight_that_is_not_finite_is_a_value_error():
     w = weights()[0].clone()
     w[5] = float("nan")

@@ -55,6 +55,8 @@ struct Case {
   float weight_swing = 0.75f; // the weights' sin amplitude (past 1: weights of both signs, near 0)
   bool profile_sqrt = false;  // compensator profile 'sqrt' (numerics 6.1 step 6)
   float clip = 0.0f;          // compensator clip (step 7)
+  bool gains_sum = false;     // compensator gains 'sum' (step 8): forward calls at sites of kind
+                              // attention, MLP, attention, attention, ... (call % 3 == 1: MLP)
 };
 
 // The call's site (c.stream): a post-norm of c.row_length effective weights
@@ -85,6 +87,7 @@ AllReduceSpec spec_of(const Case& c) {
   if (c.stream) s.compensator.units = CompensatorUnits::kStream;
   if (c.profile_sqrt) s.compensator.profile = CompensatorProfile::kSqrt;
   s.compensator.clip = c.clip;
+  if (c.gains_sum) s.compensator.gains = CompensatorGains::kSum;
   return s;
 }
 
@@ -97,7 +100,8 @@ std::string describe(const Case& c, std::size_t n, int pass, int call) {
          (c.eta_one ? " eta 1" : "") + (c.wide_values ? " wide values" : "") +
          (c.stream ? " units stream, row " + std::to_string(c.row_length) + " weights x" +
                          std::to_string(c.weight_scale) + (c.profile_sqrt ? " profile sqrt" : "") +
-                         (c.clip != 0.0f ? " clip " + std::to_string(c.clip) : "") : "") +
+                         (c.clip != 0.0f ? " clip " + std::to_string(c.clip) : "") +
+                         (c.gains_sum ? " gains sum" : "") : "") +
          " shift " + std::to_string(c.shift) + " n=" + std::to_string(n) + " pass " + std::to_string(pass) +
          " call " + std::to_string(call);
 }
@@ -218,6 +222,8 @@ struct Rig {
   void* gains = nullptr;
   std::size_t gains_bytes = 0;
   float* weights = nullptr;  // the site's weights on the device (profile 'sqrt')
+  void* ratios = nullptr;    // gains 'sum': the row ratios kept between a pass's calls
+  std::size_t ratios_bytes = 0;
   cudaStream_t stream = nullptr;
 
   Rig(const Case& c, std::size_t count) : ranks(c.ranks), n(count), spec(spec_of(c)), site(site_of(c)) {
@@ -242,6 +248,10 @@ struct Rig {
     forward.direction = Direction::kForward;
     gains_bytes = cuda::emulate_gains_bytes(forward, ranks, n, site);
     if (gains_bytes != 0) TEST_CUDA(cudaMalloc(&gains, gains_bytes));
+    SiteInfo kind_known = site;
+    kind_known.kind = SiteKind::kAttention;
+    ratios_bytes = cuda::emulate_ratios_bytes(forward, ranks, n, kind_known);
+    if (ratios_bytes != 0) TEST_CUDA(cudaMalloc(&ratios, ratios_bytes));
     if (c.profile_sqrt && !site.weights.empty()) {
       TEST_CUDA(cudaMalloc(&weights, site.weights.size() * 4));
       TEST_CUDA(cudaMemcpy(weights, site.weights.data(), site.weights.size() * 4, cudaMemcpyHostToDevice));
@@ -255,6 +265,7 @@ struct Rig {
     cudaFree(compensated);
     cudaFree(gains);
     cudaFree(weights);
+    cudaFree(ratios);
     cudaStreamDestroy(stream);
   }
   void reset() {
@@ -278,6 +289,8 @@ struct Rig {
     a.gains = gains;
     a.gains_bytes = gains_bytes;
     a.weights = weights;
+    a.ratios = ratios;
+    a.ratios_bytes = ratios_bytes;
     return a;
   }
   void upload(const std::vector<std::vector<float>>& in) {
@@ -348,6 +361,7 @@ void check_call(const Case& c, Rig& rig, Direction d, std::vector<CompensatorSta
   }
   AllReduceReport rep_ref;
   const bool comp = c.mode != CompensatorMode::kOff;
+  if (c.gains_sum) rig.site.kind = call % 3 == 1 ? SiteKind::kMlp : SiteKind::kAttention;
   const Status sr = c.stream ? echo::allreduce_at_site(rig.site, spec, P, n, ip.data(), op.data(),
                                                        comp ? states.data() : nullptr, xp.data(), &rep_ref)
                              : echo::allreduce(spec, P, n, ip.data(), op.data(), comp ? states.data() : nullptr,
@@ -719,6 +733,28 @@ BOOST_AUTO_TEST_CASE(stream_units) {
       c.overflow = OverflowGroups::kWide;
       c.exact_max_count = i % 5 == 4 ? 1u << 20 : 0;
       check_case(c, {row * 8, row * 33}, 1, 4, i % 4 == 3);
+      ++i;
+    }
+  }
+  // Step 8, gains 'sum': the update after delivery (a warp per row of the output), the apply with the
+  // ratios of the last site of the call's kind, every compensator configuration, with profile, clip
+  // and the rotation, on the quantized and the exact path; two passes, so the second pass's first
+  // MLP call must not read the first pass's MLP ratios (the reset clears which kinds are held).
+  i = 0;
+  for (std::size_t row : {std::size_t{640}, std::size_t{100}, std::size_t{7}}) {
+    for (const CompConfig& k : kCompConfigs) {
+      if (k.mode == CompensatorMode::kOff) continue;
+      Case c = stream_case(k, row, i);
+      c.gains_sum = true;
+      c.weight_swing = 1.2f;
+      c.profile_sqrt = i % 2 == 0;
+      c.clip = i % 3 == 0 ? 0.0f : (i % 2 ? 0.5f : 1.0f);
+      c.bits = i % 4 == 2 ? 8 : 4;
+      c.ranks = 1 + (3 * i + 1) % kMaxRanks;
+      c.rotation = i % 4 == 1 ? Rotation::kHadamard : Rotation::kNone;
+      c.overflow = OverflowGroups::kWide;
+      c.exact_max_count = i % 5 == 4 ? 1u << 20 : 0;
+      check_case(c, {row * 8, row * 33}, 2, 5);
       ++i;
     }
   }

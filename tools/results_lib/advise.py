@@ -26,6 +26,7 @@ DOC_ROWS: Dict[str, Dict[str, str]] = {
                "rot": "p4-rot", "rot-local1": "p4-rot-local1", "rot64-local1": "p4-rot64-local1",
                "nocomp4-rot": "p4-nocomp4-rot", "nocomp4-rot64": "p4-nocomp4-rot64",
                "stream-local": "p4-stream-local", "stream-local-sqrt-clip1": "w16c-p4-stream-local-sqrt-clip1",
+               "stream-local-sqrt-clip1-sum": "w16c-p4-stream-local-sqrt-clip1-sum",
                "rot-stream-local": "p4-rot-stream-local",
                "echo8-stream-local": "p4-echo8-stream-local"},
 }

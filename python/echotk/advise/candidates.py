@@ -30,10 +30,13 @@ CANDIDATES: List[Tuple[str, Optional[Spec]]] = [
     # The local residual: with the global one each rank's residual x'_i - y / P cancels only in the
     # sum over ranks, which per-rank gains break (docs/results-gemma3.md).
     ("stream-local", Spec(compensator_units="stream", residual="local")),
-    # ... with the post-norm's per-feature profile and the clip (numerics 6.1 steps 6 and 7): on
-    # Gemma 3 the 4-bit setting that closes the most of the gap.
+    # ... with the post-norm's per-feature profile and the clip (numerics 6.1 steps 6 and 7).
     ("stream-local-sqrt-clip1", Spec(compensator_units="stream", residual="local", compensator_profile="sqrt",
                                      compensator_clip=1.0)),
+    # ... with the gains of the delivered sum's row RMS (numerics 6.1 step 8): on Gemma 3 the 4-bit
+    # setting that closes the most of the gap without the rotation.
+    ("stream-local-sqrt-clip1-sum", Spec(compensator_units="stream", residual="local", compensator_profile="sqrt",
+                                         compensator_clip=1.0, compensator_gains="sum")),
     ("rot-stream-local", Spec(rotation="hadamard", compensator_units="stream", residual="local")),
     ("echo8-stream-local", Spec(bits=8, compensator_units="stream", residual="local")),
 ]

@@ -37,7 +37,14 @@ std::string spec_text(const AllReduceSpec& spec) {
                 compensator_mode_name(c.mode), residual_mode_name(c.residual), float_text(c.eta).c_str(),
                 float_text(c.a).c_str(), float_text(c.beta1).c_str(), float_text(c.beta2).c_str(),
                 float_text(c.beta).c_str(), dtype_name(c.state_dtype), spec.exact_max_count);
-  return text;
+  std::string out = text;
+  if (spec.quant.rotation != Rotation::kNone) out += std::string(", rotation ") + rotation_name(spec.quant.rotation);
+  if (spec.quant.outliers != 0) out += ", outliers " + std::to_string(spec.quant.outliers);
+  if (c.mode != CompensatorMode::kOff && c.units == CompensatorUnits::kStream) {
+    out += std::string(", units stream (profile ") + compensator_profile_name(c.profile) + ", clip " +
+           float_text(c.clip) + ", gains " + compensator_gains_name(c.gains) + ")";
+  }
+  return out;
 }
 
 void print_text(const VerifyResult& r, const VerifyArgs& args) {

@@ -496,3 +496,42 @@ def stream_combined_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) 
             f"beside it unquantized (`@beside`): what that inverse loses is the norm's nonlinearity (its "
             f"normalized output has RMS 1 whatever its input, so a correction through it also rescales the "
             f"whole row), not the correction's quantization")
+
+
+# The held-out windows (data/gemma3/ppl/w64): the two rows that decide the Gemma 3 gap goals, chosen by
+# their mean over the 16 windows, measured again over 64 windows per text spread evenly, with their own
+# 16-bit and uncompensated rows; each with the goal it decides.
+HELDOUT = [(GAINS_SUM, 0.5), (GAINS_SUM_ROT64_CLIP05_ETA09, 0.95)]
+
+
+def _windows_overlapping(index: Index, row: Row, other: Row) -> int:
+    """How many of row's windows share a token with one of other's (windows by start, the row's length)."""
+    mine, theirs = index.windows(row.csv), index.windows(other.csv)
+    return sum(any(s < t + theirs.tokens[t] and t < s + mine.tokens[s] for t in theirs.tokens) for s in mine.tokens)
+
+
+def stream_heldout_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:
+    """docs/results-gemma3.md's reading of the held-out rows (w64-*): how many of their windows the 16
+    share tokens with, each row's gap closed and its paired verdict on its goal over 64 windows beside
+    the 16-window one."""
+    def w64(text: str, name: str) -> Row:
+        return gemma.row(text, "w64-" + name)
+
+    counts = " / ".join(
+        f"{len(gemma.windows(w64(t, 'p4-16bit').csv).nll)} windows, "
+        f"{_windows_overlapping(gemma, w64(t, 'p4-16bit'), _w16c(gemma, t, 'p4-16bit'))} sharing tokens with the 16"
+        for t in texts)
+    parts = []
+    for name, target in HELDOUT:
+        verdicts = []
+        for t in texts:
+            m, interval = closed_margin(gemma, w64(t, name), target)
+            verdicts.append(f"{100 * gap_closed(gemma, w64(t, name)):.1f}%, "
+                            f"{verdict_at_level(interval, 0.0)} ({m:+.3f} {ci(*interval, '+.3f')})")
+        parts.append(f"`{name}` against the {percent(target)} goal: {' / '.join(verdicts)} "
+                     f"(16 windows: {_closed_w16c(gemma, name, texts)}, "
+                     f"{_verdicts_w16c(gemma, name, target, texts)})")
+    unc = " / ".join(f"{gemma.stats(w64(t, 'p4-nocomp4')).d:+.3f}" for t in texts)
+    return (f"Over the held-out windows ({counts}; Moby-Dick / State of the Union) uncompensated 4-bit costs "
+            f"{unc} nats against 16-bit, and the gap closed with its paired verdict at 95% is, for "
+            + "; for ".join(parts))

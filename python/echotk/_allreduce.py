@@ -135,9 +135,14 @@ class AllReduce:
             state.m1 = torch.zeros(self.ranks, n, dtype=torch.float32, device=parts.device)
             state.m2 = torch.zeros(self.ranks, n, dtype=torch.float32, device=parts.device)
         ratios, held = self._row_ratios(state, direction, n, site_row)
-        out, report = torch.ops.echotk.allreduce(parts, state.m1, state.m2, self._key, self.ranks,
-                                                 direction, not state.live, site_row, site_weight_rms,
-                                                 site_weights, site_kind, ratios, held)
+        if ratios is None:
+            out, report = torch.ops.echotk.allreduce(parts, state.m1, state.m2, self._key, self.ranks,
+                                                     direction, not state.live, site_row, site_weight_rms,
+                                                     site_weights, site_kind)
+        else:
+            out, report = torch.ops.echotk.allreduce_ratios(parts, state.m1, state.m2, ratios, held, self._key,
+                                                            self.ranks, direction, not state.live, site_row,
+                                                            site_weight_rms, site_weights, site_kind)
         state.live = True
         self._read_report = functools.partial(AllReduceReport.from_tensor, direction, report)
         return out.view(torch.uint16) if raw_bits else out
@@ -204,9 +209,15 @@ class AllReduce:
                                      f"this site needs {need}; call reset() between passes of different size")
                 state.ratios = torch.empty(need, dtype=torch.uint8, device=parts.device)
             ratios = state.ratios
-        out, workspace, compensated = torch.ops.echotk.emulate_allreduce(
-            parts, state.state, self._key, self.ranks, direction, not state.live, self.norms, site_row,
-            site_weight_rms, None if site_weights is None else site_weights.to(parts.device), site_kind, ratios)
+        weights = None if site_weights is None else site_weights.to(parts.device)
+        if ratios is None:
+            out, workspace, compensated = torch.ops.echotk.emulate_allreduce(
+                parts, state.state, self._key, self.ranks, direction, not state.live, self.norms, site_row,
+                site_weight_rms, weights, site_kind)
+        else:
+            out, workspace, compensated = torch.ops.echotk.emulate_allreduce_ratios(
+                parts, state.state, ratios, self._key, self.ranks, direction, not state.live, self.norms,
+                site_row, site_weight_rms, weights, site_kind)
         state.live = True
         self._read_report = functools.partial(AllReduceReport.from_device, direction, workspace, parts,
                                               compensated, out)

@@ -6,17 +6,21 @@ is a float64 tensor of REPORT_SLOTS values (echotk.AllReduceReport names them); 
 site_weight_rms give the call's site where the spec's compensator units are 'stream' (-1: not
 given; 0: no post-norm; > 0: the post-norm's row length, with its weight RMS), site_weights
 the post-norm's weights [site_row] fp32 (read by compensator profile 'sqrt'; None: not given),
-site_kind the site's kind (0 attention, 1 MLP, -1 unknown), and ratios [2, P, n / site_row] fp32 with
-ratios_held [2] uint8 the states' row ratios per site kind (compensator gains 'sum', docs/numerics.md
-6.1 step 8; mutated in place like m1, m2; None where the call does not read them).
+and site_kind the site's kind (0 attention, 1 MLP, -1 unknown).
+`echotk::allreduce_ratios(parts, m1, m2, ratios, ratios_held, spec, ranks, direction, fresh, site_row,
+site_weight_rms, site_weights, site_kind)` is the same call where it keeps compensator gains 'sum''s
+row ratios per site kind (docs/numerics.md 6.1 step 8): ratios [2, P, n / site_row] fp32 and
+ratios_held [2] uint8, mutated in place like m1, m2 (every argument required).
 `echotk::emulate_allreduce(parts, state, spec, ranks, direction, fresh, keep_compensated) -> (out,
 workspace, compensated)` runs the one-GPU emulation kernel on CUDA tensors, on the current stream,
 with no host synchronization (CUDA graphs capture it): `state` is the direction's opaque uint8
 compensator state (mutated; reset first when fresh), `workspace` holds the report on the device
 (_C.report_from_workspace decodes a host copy), `compensated` is x' [P, n] fp32 when
 keep_compensated, else empty; site_row, site_weight_rms, site_weights ([site_row] fp32 on the
-same GPU) and site_kind give the call's site as for echotk::allreduce, and ratios (uint8
-[ratios_bytes] on the same GPU, mutated) keeps compensator gains 'sum''s row ratios between calls. `echotk::exact_allreduce(parts, dtype, ranks) -> (out, report)` is
+same GPU) and site_kind give the call's site as for echotk::allreduce;
+`echotk::emulate_allreduce_ratios(parts, state, ratios, spec, ranks, direction, fresh, keep_compensated,
+site_row, site_weight_rms, site_weights, site_kind)` also keeps compensator gains 'sum''s row ratios
+between calls in ratios (uint8 [ratios_bytes] on the same GPU, mutated; every argument required). `echotk::exact_allreduce(parts, dtype, ranks) -> (out, report)` is
 the exact sum on either device. (echotk.distributed declares `echotk::comm_allreduce`, beside the
 communicators it calls.)
 """
@@ -47,12 +51,8 @@ def require_cuda_build():
                            "with `pip install . -C cmake.define.ECHO_PYTHON_CUDA=ON` on a machine with nvcc")
 
 
-@torch.library.custom_op("echotk::allreduce", mutates_args=("m1", "m2", "ratios", "ratios_held"))
-def allreduce(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, spec: str, ranks: int,
-              direction: str, fresh: bool, site_row: int = -1, site_weight_rms: float = 0.0,
-              site_weights: Optional[torch.Tensor] = None, site_kind: int = -1,
-              ratios: Optional[torch.Tensor] = None,
-              ratios_held: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def _allreduce(parts, m1, m2, spec, ranks, direction, fresh, site_row, site_weight_rms, site_weights, site_kind,
+               ratios, ratios_held):
     out = torch.empty(parts.shape[1], dtype=parts.dtype, device=parts.device)
     report = torch.zeros(REPORT_SLOTS, dtype=torch.float64, device=parts.device)
     handle = spec_handle(spec, ranks)
@@ -64,11 +64,40 @@ def allreduce(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, spec: str
     return out, report
 
 
-@allreduce.register_fake
-def _(parts, m1, m2, spec, ranks, direction, fresh, site_row=-1, site_weight_rms=0.0, site_weights=None,
-      site_kind=-1, ratios=None, ratios_held=None):
+def _allreduce_fake(parts):
     return (parts.new_empty(parts.shape[1]),
             parts.new_empty(REPORT_SLOTS, dtype=torch.float64))
+
+
+@torch.library.custom_op("echotk::allreduce", mutates_args=("m1", "m2"))
+def allreduce(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, spec: str, ranks: int,
+              direction: str, fresh: bool, site_row: int = -1, site_weight_rms: float = 0.0,
+              site_weights: Optional[torch.Tensor] = None, site_kind: int = -1) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _allreduce(parts, m1, m2, spec, ranks, direction, fresh, site_row, site_weight_rms, site_weights,
+                      site_kind, None, None)
+
+
+@allreduce.register_fake
+def _(parts, m1, m2, spec, ranks, direction, fresh, site_row=-1, site_weight_rms=0.0, site_weights=None,
+      site_kind=-1):
+    return _allreduce_fake(parts)
+
+
+# Every argument required: a mutated argument left at its default is dropped by the dispatcher, which
+# some torch releases' ADInplaceOrView kernel cannot take (it indexes every mutated argument).
+@torch.library.custom_op("echotk::allreduce_ratios", mutates_args=("m1", "m2", "ratios", "ratios_held"))
+def allreduce_ratios(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, ratios: torch.Tensor,
+                     ratios_held: torch.Tensor, spec: str, ranks: int, direction: str, fresh: bool, site_row: int,
+                     site_weight_rms: float, site_weights: Optional[torch.Tensor],
+                     site_kind: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _allreduce(parts, m1, m2, spec, ranks, direction, fresh, site_row, site_weight_rms, site_weights,
+                      site_kind, ratios, ratios_held)
+
+
+@allreduce_ratios.register_fake
+def _(parts, m1, m2, ratios, ratios_held, spec, ranks, direction, fresh, site_row, site_weight_rms, site_weights,
+      site_kind):
+    return _allreduce_fake(parts)
 
 
 def state_bytes(spec: str, ranks: int, n: int) -> int:
@@ -84,12 +113,8 @@ def ratios_bytes(spec: str, ranks: int, direction: str, n: int, site_row: int, s
     return _C.emulate_ratios_bytes(spec_handle(spec, ranks), direction, n, site_row, site_weight_rms)
 
 
-@torch.library.custom_op("echotk::emulate_allreduce", mutates_args=("state", "ratios"))
-def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks: int, direction: str,
-                      fresh: bool, keep_compensated: bool, site_row: int = -1, site_weight_rms: float = 0.0,
-                      site_weights: Optional[torch.Tensor] = None, site_kind: int = -1,
-                      ratios: Optional[torch.Tensor] = None
-                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _emulate_allreduce(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row, site_weight_rms,
+                       site_weights, site_kind, ratios):
     if parts.device.type != "cuda":
         raise ValueError(f"parts is on {parts.device}; echotk::emulate_allreduce takes CUDA tensors")
     require_cuda_build()
@@ -111,12 +136,41 @@ def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks
     return out, workspace, compensated
 
 
-@emulate_allreduce.register_fake
-def _(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row=-1, site_weight_rms=0.0,
-      site_weights=None, site_kind=-1, ratios=None):
+def _emulate_fake(parts, ranks, keep_compensated):
     n = parts.shape[1]
     return (parts.new_empty(n), parts.new_empty(_C.WORKSPACE_BYTES, dtype=torch.uint8),
             parts.new_empty((ranks, n) if keep_compensated else (0,), dtype=torch.float32))
+
+
+@torch.library.custom_op("echotk::emulate_allreduce", mutates_args=("state",))
+def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks: int, direction: str,
+                      fresh: bool, keep_compensated: bool, site_row: int = -1, site_weight_rms: float = 0.0,
+                      site_weights: Optional[torch.Tensor] = None, site_kind: int = -1
+                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _emulate_allreduce(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row,
+                              site_weight_rms, site_weights, site_kind, None)
+
+
+@emulate_allreduce.register_fake
+def _(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row=-1, site_weight_rms=0.0,
+      site_weights=None, site_kind=-1):
+    return _emulate_fake(parts, ranks, keep_compensated)
+
+
+# Every argument required, as echotk::allreduce_ratios's.
+@torch.library.custom_op("echotk::emulate_allreduce_ratios", mutates_args=("state", "ratios"))
+def emulate_allreduce_ratios(parts: torch.Tensor, state: torch.Tensor, ratios: torch.Tensor, spec: str, ranks: int,
+                             direction: str, fresh: bool, keep_compensated: bool, site_row: int,
+                             site_weight_rms: float, site_weights: Optional[torch.Tensor], site_kind: int
+                             ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _emulate_allreduce(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row,
+                              site_weight_rms, site_weights, site_kind, ratios)
+
+
+@emulate_allreduce_ratios.register_fake
+def _(parts, state, ratios, spec, ranks, direction, fresh, keep_compensated, site_row, site_weight_rms, site_weights,
+      site_kind):
+    return _emulate_fake(parts, ranks, keep_compensated)
 
 
 @torch.library.custom_op("echotk::exact_allreduce", mutates_args=())

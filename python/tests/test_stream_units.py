@@ -129,12 +129,13 @@ def test_the_op_checks_the_site_kind_and_the_row_ratios():
     ratios, held = torch.zeros(2, RANKS, TOKENS), torch.zeros(2, dtype=torch.uint8)
 
     def call(kind, ratios, held):
-        return torch.ops.echotk.allreduce(x, m.clone(), m.clone(), SUM.key(), RANKS, "forward", True, HIDDEN, rms,
-                                          w, kind, ratios, held)
+        return torch.ops.echotk.allreduce_ratios(x, m.clone(), m.clone(), ratios, held, SUM.key(), RANKS, "forward",
+                                                 True, HIDDEN, rms, w, kind)
     with pytest.raises(ValueError, match="site's kind"):
         call(-1, ratios, held)
     with pytest.raises(ValueError, match="row ratios"):
-        call(ATTENTION, None, None)
+        torch.ops.echotk.allreduce(x, m.clone(), m.clone(), SUM.key(), RANKS, "forward", True, HIDDEN, rms, w,
+                                   ATTENTION)
     with pytest.raises(ValueError, match="ratios"):
         call(ATTENTION, torch.zeros(2, RANKS, TOKENS + 1), held)
     with pytest.raises(ValueError, match="ratios_held"):
@@ -142,6 +143,18 @@ def test_the_op_checks_the_site_kind_and_the_row_ratios():
     call(MLP, ratios, held)
     assert held.tolist() == [0, 1]                  # the call kept the MLP site's ratios
     assert bool((ratios[1] > 0).all()) and bool((ratios[0] == 0).all())
+
+
+def test_opcheck_of_the_ratios_op():
+    """echotk::allreduce_ratios at a post-norm site with gains 'sum': schema, fake and mutations."""
+    x = contributions(4)[0].bfloat16()
+    m = torch.zeros(RANKS, x.shape[1])
+    w = weights()[0]
+    rms = float(echotk._C.post_norm_weight_rms(w.numpy()))
+    ratios, held = torch.zeros(2, RANKS, TOKENS), torch.zeros(2, dtype=torch.uint8)
+    torch.library.opcheck(torch.ops.echotk.allreduce_ratios.default,
+                          (x, m.clone(), m.clone(), ratios, held, SUM.key(), RANKS, "forward", True, HIDDEN, rms, w,
+                           MLP))
 
 
 def test_a_weight_that_is_not_finite_is_a_value_error():
@@ -319,6 +332,22 @@ def test_the_gpu_op_needs_the_weights_for_the_profile():
     with pytest.raises(ValueError, match="site_weights"):
         call(w[:-1].cuda())
     call(w.cuda())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not getattr(echotk._C, "HAS_CUDA", False),
+                    reason="needs a CUDA device and echotk built with CUDA")
+def test_opcheck_of_the_gpu_ratios_op():
+    """echotk::emulate_allreduce_ratios at a post-norm site with gains 'sum'."""
+    x = contributions(4)[0].bfloat16().cuda()
+    w = weights()[0]
+    rms = float(echotk._C.post_norm_weight_rms(w.numpy()))
+    key, n = SUM.key(), x.shape[1]
+    state = torch.empty(echotk.ops.state_bytes(key, RANKS, n), dtype=torch.uint8, device="cuda")
+    ratios = torch.zeros(echotk.ops.ratios_bytes(key, RANKS, "forward", n, HIDDEN, rms), dtype=torch.uint8,
+                         device="cuda")
+    assert ratios.numel() > 0
+    torch.library.opcheck(torch.ops.echotk.emulate_allreduce_ratios.default,
+                          (x, state, ratios, key, RANKS, "forward", True, False, HIDDEN, rms, w.cuda(), MLP))
 
 
 STREAM_CASES = ["stream-4bit-dual-local-bf16-p4", "stream-8bit-dual-fp32-p3", "stream-4bit-sqrt-clip-local-bf16-p4",

@@ -510,10 +510,10 @@ def _windows_overlapping(index: Index, row: Row, other: Row) -> int:
     return sum(any(s < t + theirs.tokens[t] and t < s + mine.tokens[s] for t in theirs.tokens) for s in mine.tokens)
 
 
-def stream_heldout_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:
+def stream_heldout_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:
     """docs/results-gemma3.md's reading of the held-out rows (w64-*): how many of their windows the 16
-    share tokens with, each row's gap closed and its paired verdict on its goal over 64 windows beside
-    the 16-window one."""
+    share tokens with, each Gemma 3 row's gap closed and its paired verdict on its goal over 64 windows
+    beside the 16-window one, and SmolLM2's stream-local row paired against Echo 4-bit."""
     def w64(text: str, name: str) -> Row:
         return gemma.row(text, "w64-" + name)
 
@@ -532,6 +532,15 @@ def stream_heldout_text(gemma: Index, texts: Sequence[str] = ("moby", "sotu")) -
                      f"(16 windows: {_closed_w16c(gemma, name, texts)}, "
                      f"{_verdicts_w16c(gemma, name, target, texts)})")
     unc = " / ".join(f"{gemma.stats(w64(t, 'p4-nocomp4')).d:+.3f}" for t in texts)
+    smol = []
+    for t in texts:
+        mine, echo = (smollm2.row(t, "w64-" + name) for name in ("p4-stream-local", "p4-echo4"))
+        c = compare(smollm2.windows(mine.csv), smollm2.windows(echo.csv))
+        smol.append(f"{smollm2.stats(mine).d:+.3f} against {smollm2.stats(echo).d:+.3f}, paired {c.d:+.3f} "
+                    f"{ci(*c.d_ci, '+.3f')}: {verdict_at_level(c.d_ci, 0.0)}")
     return (f"Over the held-out windows ({counts}; Moby-Dick / State of the Union) uncompensated 4-bit costs "
             f"{unc} nats against 16-bit, and the gap closed with its paired verdict at 95% is, for "
-            + "; for ".join(parts))
+            + "; for ".join(parts)
+            + f". On SmolLM2, over 64 windows per text of the C++ tool (`data/smollm2/w64-ppl`), the chosen mode "
+              f"(stream-local, bit for bit the local residual there) against Echo 4-bit, the goal that it be no "
+              f"worse: {' / '.join(smol)}")

@@ -27,6 +27,16 @@ def weights():
     return torch.linspace(0.05, 4.0, SITES * HIDDEN).reshape(SITES, HIDDEN)
 
 
+def first_site():
+    """Site 0's contributions (bf16 [P, n] on the CPU), its post-norm weights and their RMS."""
+    w = weights()[0]
+    return contributions(4)[0].bfloat16(), w, float(echotk._C.post_norm_weight_rms(w.numpy()))
+
+
+NEEDS_GPU_OP = pytest.mark.skipif(not torch.cuda.is_available() or not getattr(echotk._C, "HAS_CUDA", False),
+                                  reason="needs a CUDA device and echotk built with CUDA")
+
+
 def test_a_forward_call_without_its_site_raises():
     ar = echotk.AllReduce(RANKS, STREAM)
     with pytest.raises(ValueError, match="site"):
@@ -104,10 +114,8 @@ def test_a_clip_out_of_range_is_a_value_error(clip):
 def test_the_op_checks_the_site_weights():
     """profile 'sqrt' without the weights, or with weights of another length or dtype: ValueError
     naming what is missing or wrong (the op straight, as a caller without echotk.AllReduce would)."""
-    x = contributions(4)[0].bfloat16()
+    x, w, rms = first_site()
     m = torch.zeros(RANKS, x.shape[1])
-    w = weights()[0]
-    rms = float(echotk._C.post_norm_weight_rms(w.numpy()))
     call = lambda weights: torch.ops.echotk.allreduce(x, m.clone(), m.clone(), SQRT_CLIP.key(), RANKS, "forward",
                                                       True, HIDDEN, rms, weights)
     with pytest.raises(ValueError, match="post-norm weights"):
@@ -122,10 +130,8 @@ def test_the_op_checks_the_site_weights():
 def test_the_op_checks_the_site_kind_and_the_row_ratios():
     """gains 'sum' at a post-norm site without its kind, without the ratios, or with ratios of
     another shape or dtype: ValueError naming what is missing or wrong."""
-    x = contributions(4)[0].bfloat16()
+    x, w, rms = first_site()
     m = torch.zeros(RANKS, x.shape[1])
-    w = weights()[0]
-    rms = float(echotk._C.post_norm_weight_rms(w.numpy()))
     ratios, held = torch.zeros(2, RANKS, TOKENS), torch.zeros(2, dtype=torch.uint8)
 
     def call(kind, ratios, held):
@@ -147,10 +153,8 @@ def test_the_op_checks_the_site_kind_and_the_row_ratios():
 
 def test_opcheck_of_the_ratios_op():
     """echotk::allreduce_ratios at a post-norm site with gains 'sum': schema, fake and mutations."""
-    x = contributions(4)[0].bfloat16()
+    x, w, rms = first_site()
     m = torch.zeros(RANKS, x.shape[1])
-    w = weights()[0]
-    rms = float(echotk._C.post_norm_weight_rms(w.numpy()))
     ratios, held = torch.zeros(2, RANKS, TOKENS), torch.zeros(2, dtype=torch.uint8)
     torch.library.opcheck(torch.ops.echotk.allreduce_ratios.default,
                           (x, m.clone(), m.clone(), ratios, held, SUM.key(), RANKS, "forward", True, HIDDEN, rms, w,
@@ -277,8 +281,7 @@ def test_pre_norm_models_record_no_post_norm(tmp_path):
         assert "post_norm_weights" not in f
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or not getattr(echotk._C, "HAS_CUDA", False),
-                    reason="needs a CUDA device and echotk built with CUDA")
+@NEEDS_GPU_OP
 @pytest.mark.parametrize("spec", [STREAM, echotk.Spec(compensator_units="stream", residual="local", rotation="hadamard"),
                                   echotk.Spec(compensator_units="stream", bits=8, compensator="single"),
                                   echotk.Spec(compensator_units="stream", residual="local", exact_max_count=4096),
@@ -317,13 +320,11 @@ def test_the_gpu_emulation_is_the_reference_bit_for_bit(spec):
         gpu(x[0].cuda())
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or not getattr(echotk._C, "HAS_CUDA", False),
-                    reason="needs a CUDA device and echotk built with CUDA")
+@NEEDS_GPU_OP
 def test_the_gpu_op_needs_the_weights_for_the_profile():
     """profile 'sqrt' on the GPU op without the weights: the emulation's check names them."""
-    x = contributions(4)[0].bfloat16().cuda()
-    w = weights()[0]
-    rms = float(echotk._C.post_norm_weight_rms(w.numpy()))
+    x, w, rms = first_site()
+    x = x.cuda()
     state = torch.empty(echotk.ops.state_bytes(SQRT_CLIP.key(), RANKS, x.shape[1]), dtype=torch.uint8, device="cuda")
     call = lambda weights: torch.ops.echotk.emulate_allreduce(x, state, SQRT_CLIP.key(), RANKS, "forward", True, False,
                                                               HIDDEN, rms, weights)
@@ -334,13 +335,11 @@ def test_the_gpu_op_needs_the_weights_for_the_profile():
     call(w.cuda())
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or not getattr(echotk._C, "HAS_CUDA", False),
-                    reason="needs a CUDA device and echotk built with CUDA")
+@NEEDS_GPU_OP
 def test_opcheck_of_the_gpu_ratios_op():
     """echotk::emulate_allreduce_ratios at a post-norm site with gains 'sum'."""
-    x = contributions(4)[0].bfloat16().cuda()
-    w = weights()[0]
-    rms = float(echotk._C.post_norm_weight_rms(w.numpy()))
+    x, w, rms = first_site()
+    x = x.cuda()
     key, n = SUM.key(), x.shape[1]
     state = torch.empty(echotk.ops.state_bytes(key, RANKS, n), dtype=torch.uint8, device="cuda")
     ratios = torch.zeros(echotk.ops.ratios_bytes(key, RANKS, "forward", n, HIDDEN, rms), dtype=torch.uint8,
@@ -352,9 +351,7 @@ def test_opcheck_of_the_gpu_ratios_op():
 
 STREAM_CASES = ["stream-4bit-dual-local-bf16-p4", "stream-8bit-dual-fp32-p3", "stream-4bit-sqrt-clip-local-bf16-p4",
                 "stream-sum-4bit-sqrt-clip-local-bf16-p4", "stream-sum-8bit-dual-fp32-p3"]
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available() or not getattr(echotk._C, "HAS_CUDA", False),
-    reason="needs a CUDA device and echotk built with CUDA"))]
+DEVICES = ["cpu", pytest.param("cuda", marks=NEEDS_GPU_OP)]
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List, Sequence, Tuple
 
 from . import paper, stats
-from .ppl import DataError, Index, Row, compare
+from .ppl import DataError, Index, Row, RowStats, compare
 from .text import markdown
 
 UNCOMPENSATED = "--compensator off"
@@ -297,22 +297,26 @@ def _closed_w16c(gemma: Index, name: str, texts: Sequence[str]) -> str:
     return " / ".join(f"{100 * gap_closed(gemma, _w16c(gemma, t, name)):.1f}%" for t in texts)
 
 
+def _paired(index: Index, row: Row, other: Row) -> Tuple[RowStats, str]:
+    """Row paired against other window by window, and that as text: "-0.043 [-0.073, -0.013]"."""
+    s = compare(index.windows(row.csv), index.windows(other.csv))
+    return s, f"{s.d:+.3f} {ci(*s.d_ci, '+.3f')}"
+
+
 def _against_w16c(gemma: Index, name: str, other: str, texts: Sequence[str]) -> str:
     """One one-setting row paired against another on each text: "-0.043 [-0.073, -0.013] / ..."."""
-    out = []
-    for t in texts:
-        s = compare(gemma.windows(_w16c(gemma, t, name).csv), gemma.windows(_w16c(gemma, t, other).csv))
-        out.append(f"{s.d:+.3f} {ci(*s.d_ci, '+.3f')}")
-    return " / ".join(out)
+    return " / ".join(_paired(gemma, _w16c(gemma, t, name), _w16c(gemma, t, other))[1] for t in texts)
+
+
+def _closed_verdict(index: Index, row: Row, target: float) -> str:
+    """The paired verdict of a row on a gap goal with its margin: "yes (-0.037 [-0.060, -0.014])"."""
+    m, interval = closed_margin(index, row, target)
+    return f"{verdict_at_level(interval, 0.0)} ({m:+.3f} {ci(*interval, '+.3f')})"
 
 
 def _verdicts_w16c(gemma: Index, name: str, target: float, texts: Sequence[str]) -> str:
     """The paired verdict of a one-setting row on a gap goal, per text: "yes (-0.037 [..]) / ..."."""
-    out = []
-    for t in texts:
-        m, interval = closed_margin(gemma, _w16c(gemma, t, name), target)
-        out.append(f"{verdict_at_level(interval, 0.0)} ({m:+.3f} {ci(*interval, '+.3f')})")
-    return " / ".join(out)
+    return " / ".join(_closed_verdict(gemma, _w16c(gemma, t, name), target) for t in texts)
 
 
 def _d_w16c(gemma: Index, name: str, texts: Sequence[str]) -> str:
@@ -523,21 +527,18 @@ def stream_heldout_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("m
         for t in texts)
     parts = []
     for name, target in HELDOUT:
-        verdicts = []
-        for t in texts:
-            m, interval = closed_margin(gemma, w64(t, name), target)
-            verdicts.append(f"{100 * gap_closed(gemma, w64(t, name)):.1f}%, "
-                            f"{verdict_at_level(interval, 0.0)} ({m:+.3f} {ci(*interval, '+.3f')})")
-        parts.append(f"`{name}` against the {percent(target)} goal: {' / '.join(verdicts)} "
+        verdicts = " / ".join(f"{100 * gap_closed(gemma, w64(t, name)):.1f}%, "
+                              f"{_closed_verdict(gemma, w64(t, name), target)}" for t in texts)
+        parts.append(f"`{name}` against the {percent(target)} goal: {verdicts} "
                      f"(16 windows: {_closed_w16c(gemma, name, texts)}, "
                      f"{_verdicts_w16c(gemma, name, target, texts)})")
     unc = " / ".join(f"{gemma.stats(w64(t, 'p4-nocomp4')).d:+.3f}" for t in texts)
     smol = []
     for t in texts:
         mine, echo = (smollm2.row(t, "w64-" + name) for name in ("p4-stream-local", "p4-echo4"))
-        c = compare(smollm2.windows(mine.csv), smollm2.windows(echo.csv))
-        smol.append(f"{smollm2.stats(mine).d:+.3f} against {smollm2.stats(echo).d:+.3f}, paired {c.d:+.3f} "
-                    f"{ci(*c.d_ci, '+.3f')}: {verdict_at_level(c.d_ci, 0.0)}")
+        c, paired = _paired(smollm2, mine, echo)
+        smol.append(f"{smollm2.stats(mine).d:+.3f} against {smollm2.stats(echo).d:+.3f}, paired {paired}: "
+                    f"{verdict_at_level(c.d_ci, 0.0)}")
     return (f"Over the held-out windows ({counts}; Moby-Dick / State of the Union) uncompensated 4-bit costs "
             f"{unc} nats against 16-bit, and the gap closed with its paired verdict at 95% is, for "
             + "; for ".join(parts)

@@ -51,14 +51,15 @@ def require_cuda_build():
                            "with `pip install . -C cmake.define.ECHO_PYTHON_CUDA=ON` on a machine with nvcc")
 
 
-def _allreduce(parts, m1, m2, spec, ranks, direction, fresh, site_row, site_weight_rms, site_weights, site_kind,
+def _allreduce(op, parts, m1, m2, spec, ranks, direction, fresh, site_row, site_weight_rms, site_weights, site_kind,
                ratios, ratios_held):
+    """The CPU ops' body; op is the calling op's name, for the errors."""
+    if parts.device.type != "cpu":
+        raise ValueError(f"parts is on {parts.device}; {op} takes CPU tensors "
+                         f"(CUDA tensors: {op.replace('::', '::emulate_')})")
     out = torch.empty(parts.shape[1], dtype=parts.dtype, device=parts.device)
     report = torch.zeros(REPORT_SLOTS, dtype=torch.float64, device=parts.device)
     handle = spec_handle(spec, ranks)
-    if parts.device.type != "cpu":
-        raise ValueError(f"parts is on {parts.device}; echotk::allreduce takes CPU tensors "
-                         "(CUDA tensors: echotk::emulate_allreduce)")
     _C.allreduce(handle, direction, parts, out, m1, m2, fresh, report, site_row, site_weight_rms, site_weights,
                  site_kind, ratios, ratios_held)
     return out, report
@@ -73,8 +74,8 @@ def _allreduce_fake(parts):
 def allreduce(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, spec: str, ranks: int,
               direction: str, fresh: bool, site_row: int = -1, site_weight_rms: float = 0.0,
               site_weights: Optional[torch.Tensor] = None, site_kind: int = -1) -> Tuple[torch.Tensor, torch.Tensor]:
-    return _allreduce(parts, m1, m2, spec, ranks, direction, fresh, site_row, site_weight_rms, site_weights,
-                      site_kind, None, None)
+    return _allreduce("echotk::allreduce", parts, m1, m2, spec, ranks, direction, fresh, site_row,
+                      site_weight_rms, site_weights, site_kind, None, None)
 
 
 @allreduce.register_fake
@@ -90,8 +91,8 @@ def allreduce_ratios(parts: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, ra
                      ratios_held: torch.Tensor, spec: str, ranks: int, direction: str, fresh: bool, site_row: int,
                      site_weight_rms: float, site_weights: Optional[torch.Tensor],
                      site_kind: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    return _allreduce(parts, m1, m2, spec, ranks, direction, fresh, site_row, site_weight_rms, site_weights,
-                      site_kind, ratios, ratios_held)
+    return _allreduce("echotk::allreduce_ratios", parts, m1, m2, spec, ranks, direction, fresh, site_row,
+                      site_weight_rms, site_weights, site_kind, ratios, ratios_held)
 
 
 @allreduce_ratios.register_fake
@@ -113,10 +114,12 @@ def ratios_bytes(spec: str, ranks: int, direction: str, n: int, site_row: int, s
     return _C.emulate_ratios_bytes(spec_handle(spec, ranks), direction, n, site_row, site_weight_rms)
 
 
-def _emulate_allreduce(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row, site_weight_rms,
+def _emulate_allreduce(op, parts, state, spec, ranks, direction, fresh, keep_compensated, site_row, site_weight_rms,
                        site_weights, site_kind, ratios):
+    """The GPU ops' body; op is the calling op's name, for the errors."""
     if parts.device.type != "cuda":
-        raise ValueError(f"parts is on {parts.device}; echotk::emulate_allreduce takes CUDA tensors")
+        raise ValueError(f"parts is on {parts.device}; {op} takes CUDA tensors "
+                         f"(CPU tensors: {op.replace('::emulate_', '::')})")
     require_cuda_build()
     n = parts.shape[1]
     out = torch.empty(n, dtype=parts.dtype, device=parts.device)
@@ -147,8 +150,8 @@ def emulate_allreduce(parts: torch.Tensor, state: torch.Tensor, spec: str, ranks
                       fresh: bool, keep_compensated: bool, site_row: int = -1, site_weight_rms: float = 0.0,
                       site_weights: Optional[torch.Tensor] = None, site_kind: int = -1
                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _emulate_allreduce(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row,
-                              site_weight_rms, site_weights, site_kind, None)
+    return _emulate_allreduce("echotk::emulate_allreduce", parts, state, spec, ranks, direction, fresh,
+                              keep_compensated, site_row, site_weight_rms, site_weights, site_kind, None)
 
 
 @emulate_allreduce.register_fake
@@ -163,8 +166,8 @@ def emulate_allreduce_ratios(parts: torch.Tensor, state: torch.Tensor, ratios: t
                              direction: str, fresh: bool, keep_compensated: bool, site_row: int,
                              site_weight_rms: float, site_weights: Optional[torch.Tensor], site_kind: int
                              ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _emulate_allreduce(parts, state, spec, ranks, direction, fresh, keep_compensated, site_row,
-                              site_weight_rms, site_weights, site_kind, ratios)
+    return _emulate_allreduce("echotk::emulate_allreduce_ratios", parts, state, spec, ranks, direction, fresh,
+                              keep_compensated, site_row, site_weight_rms, site_weights, site_kind, ratios)
 
 
 @emulate_allreduce_ratios.register_fake

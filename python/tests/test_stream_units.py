@@ -161,6 +161,29 @@ def test_opcheck_of_the_ratios_op():
                            MLP))
 
 
+@pytest.mark.parametrize("op", ["emulate_allreduce", "emulate_allreduce_ratios"])
+def test_the_gpu_ops_name_themselves_when_given_cpu_tensors(op):
+    """A GPU op called with CPU tensors: ValueError naming that op and its CPU twin."""
+    x, w, rms = first_site()
+    state, ratios = torch.zeros(16, dtype=torch.uint8), torch.zeros(16, dtype=torch.uint8)
+    head = (x, state, ratios) if op.endswith("ratios") else (x, state)
+    with pytest.raises(ValueError, match=rf"echotk::{op} takes CUDA tensors \(CPU tensors: "
+                                         rf"echotk::{op.replace('emulate_', '')}\)"):
+        getattr(torch.ops.echotk, op)(*head, SUM.key(), RANKS, "forward", True, False, HIDDEN, rms, w, MLP)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("op", ["allreduce", "allreduce_ratios"])
+def test_the_cpu_ops_name_themselves_when_given_cuda_tensors(op):
+    """A CPU op called with CUDA tensors: ValueError naming that op and its GPU twin."""
+    x, w, rms = first_site()
+    x, m = x.cuda(), torch.zeros(RANKS, x.shape[1], device="cuda")
+    head = (x, m, m.clone()) + ((torch.zeros(2, RANKS, TOKENS, device="cuda"),
+                                 torch.zeros(2, dtype=torch.uint8, device="cuda")) if op.endswith("ratios") else ())
+    with pytest.raises(ValueError, match=rf"echotk::{op} takes CPU tensors \(CUDA tensors: echotk::emulate_{op}\)"):
+        getattr(torch.ops.echotk, op)(*head, SUM.key(), RANKS, "forward", True, HIDDEN, rms, w.cuda(), MLP)
+
+
 def test_a_weight_that_is_not_finite_is_a_value_error():
     w = weights()[0].clone()
     w[5] = float("nan")

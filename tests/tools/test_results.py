@@ -19,8 +19,8 @@ from results_lib import markers, ppl, ppl_tables, stats  # noqa: E402
 RESULTS = REPO / "tools" / "results.py"
 # What tools/results.py reads and writes: the docs and the data behind their tables.
 COPIED = ["README.md", "docs", "data/gemma3/ppl", "data/gemma3/recorded", "data/smollm2/ppl", "data/smollm2/cpp-ppl",
-          "data/smollm2/cpp2-ppl", "data/smollm2/w64-ppl", "data/smollm2/py2-ppl", "data/smollm2/python-ppl",
-          "data/smollm2/recorded", "data/paper",
+          "data/smollm2/cpp2-ppl", "data/smollm2/w64-ppl", "data/smollm2/w128-ppl", "data/smollm2/py2-ppl",
+          "data/smollm2/python-ppl", "data/smollm2/recorded", "data/paper",
           "data/training/runs", "data/bench", "data/advise"]
 FIGURES = ["docs/figures/training-loss.png", "docs/figures/training-lr.png", "docs/figures/training-sites.png"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

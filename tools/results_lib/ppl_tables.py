@@ -215,8 +215,7 @@ def stream_goals_table(indices: dict, texts: Sequence[str] = ("moby", "sotu")) -
             return verdict_at_level(closed_margin(index, row, target)[1], 0.0)
         if kind == "d":
             return verdict_at_level(index.stats(row).d_ci, target)
-        other = index.row(row.text, _same_windows(index, row, target))
-        return verdict_at_level(compare(index.windows(row.csv), index.windows(other.csv)).d_ci, 0.0)
+        return verdict_at_level(_paired(index, row, index.row(row.text, _same_windows(row, target)))[0].d_ci, 0.0)
 
     def measure(index: Index, row: Row, kind: str) -> str:
         return f"{100 * gap_closed(index, row):.1f}%" if kind == "closed" else f"{index.stats(row).d:+.4f}"
@@ -264,7 +263,7 @@ def _held_out(index: Index, row: Row) -> Optional[Row]:
     return None
 
 
-def _same_windows(index: Index, row: Row, name: str) -> str:
+def _same_windows(row: Row, name: str) -> str:
     """The name of row `name` (a goal's comparison row) in the window set of `row`."""
     return row.name.split("-", 1)[0] + "-" + name.split("-", 1)[1]
 
@@ -551,11 +550,16 @@ def _windows_overlapping(index: Index, row: Row, other: Row) -> int:
 
 
 def stream_heldout_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:
-    """docs/results-gemma3.md's reading of the held-out rows (w64-*): how many of their windows the 16
-    share tokens with, each Gemma 3 row's gap closed and its paired verdict on its goal over 64 windows
-    beside the 16-window one, and SmolLM2's stream-local row paired against Echo 4-bit."""
+    """docs/results-gemma3.md's reading of the held-out rows (w64-*, w128-*): how many of their windows
+    the 16 share tokens with; each Gemma 3 gap goal's row, its gap closed and paired verdict over 64
+    windows beside the 16-window one, and the delayed exact cancellation over the same windows; the
+    8-bit row against its +0.01 goal; SmolLM2's stream-local row paired against Echo 4-bit (64 windows
+    per text, 128 on the State of the Union)."""
     def w64(text: str, name: str) -> Row:
         return gemma.row(text, "w64-" + name)
+
+    def closed(text: str, name: str, target: float) -> str:
+        return f"{100 * gap_closed(gemma, w64(text, name)):.1f}%, {_closed_verdict(gemma, w64(text, name), target)}"
 
     counts = " / ".join(
         f"{len(gemma.windows(w64(t, 'p4-16bit').csv).nll)} windows, "
@@ -563,20 +567,20 @@ def stream_heldout_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("m
         for t in texts)
     parts = []
     for name, target, bound in HELDOUT:
-        verdicts = " / ".join(f"{100 * gap_closed(gemma, w64(t, name)):.1f}%, "
-                              f"{_closed_verdict(gemma, w64(t, name), target)}" for t in texts)
-        limit = " / ".join(f"{100 * gap_closed(gemma, w64(t, bound)):.1f}%, "
-                           f"{_closed_verdict(gemma, w64(t, bound), target)}" for t in texts)
+        verdicts = " / ".join(closed(t, name, target) for t in texts)
+        limit = " / ".join(closed(t, bound, target) for t in texts)
         behind = " / ".join(_paired(gemma, w64(t, name), w64(t, bound))[1] for t in texts)
         parts.append(f"`{name}` against the {percent(target)} goal: {verdicts} "
                      f"(16 windows: {_closed_w16c(gemma, name, texts)}, "
                      f"{_verdicts_w16c(gemma, name, target, texts)}), where the delayed exact cancellation of "
                      f"its transport closes {limit}, the row paired against it {behind}")
+
     def within(text: str) -> str:
         s = gemma.stats(w64(text, GAINS_SUM8))
         return f"{s.d:+.4f} {ci(*s.d_ci, '+.4f')}, {verdict_at_level(s.d_ci, 0.01)}"
     parts.append(f"`{GAINS_SUM8}` against the +0.01 nats of the 8-bit goal: {' / '.join(map(within, texts))}")
     unc = " / ".join(f"{gemma.stats(w64(t, 'p4-nocomp4')).d:+.3f}" for t in texts)
+
     def no_worse(text: str, prefix: str) -> str:
         """SmolLM2's stream-local row against Echo 4-bit over one window set: "+0.280 against ...: yes"."""
         mine, echo = (smollm2.row(text, prefix + name) for name in ("p4-stream-local", "p4-echo4"))

@@ -21,8 +21,8 @@ same GPU) and site_kind give the call's site as for echotk::allreduce;
 `echotk::emulate_allreduce_ratios(parts, state, ratios, spec, ranks, direction, fresh, keep_compensated,
 site_row, site_weight_rms, site_weights, site_kind)` also keeps compensator gains 'sum''s row ratios
 between calls in ratios (uint8 [ratios_bytes] on the same GPU, mutated; every argument required).
-`echotk::exact_allreduce(parts, dtype, ranks) -> (out, report)` is the exact sum on either device. (echotk.distributed declares `echotk::comm_allreduce`, beside the
-communicators it calls.)
+`echotk::exact_allreduce(parts, dtype, ranks) -> (out, report)` is the exact sum on either device.
+(echotk.distributed declares `echotk::comm_allreduce`, beside the communicators it calls.)
 """
 from __future__ import annotations
 

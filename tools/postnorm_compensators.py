@@ -31,6 +31,15 @@ changes it may make:
     of feature j is also times (|w_j| / gbar_k) ** p (|w_j| floored at `floor` times gbar_k): p = 1
     is the post-norm's diagonal per feature, p = 0 the scalar gain ("dynamic", "oracle" and
     "partial" take the profile too).
+  - "closed": a closed loop on the stream's deficit. Each rank's state A_i is its share of what the
+    residual stream lacks (no averages): at a post-norm site the update adds J_k (x_i - v_i), the
+    rank's partial sum less what the transport delivered for it (the local residual u less the
+    correction it applied), through the norm's first-order Jacobian diag(w_k) / r_k of the
+    delivered row (times (I - yhat yhat^T), the norm's radial term, with `radial`); the apply injects eta * A_i through the inverse of the same Jacobian's diagonal, r estimated as
+    "dynpartial" does and each feature's |w_j| floored at `floor` times rms(w) with the `profile`
+    power (1: the full diagonal). What an apply cannot deliver (a floored feature, a clamped
+    correction, a gain estimated wrong) stays in A_i for the next sites, where open-loop units drop
+    it. A site without a post-norm uses J = I.
   - "jacobian": per feature and token, diag(w_k) / r_k(t) (the post-norm's Jacobian without its
     radial term), with the apply's r estimated as in "dynamic" and |w| floored at `floor` times
     its RMS for the inverse.
@@ -59,10 +68,10 @@ import torch
 
 from echotk import AllReduce, Spec
 
-UNITS = ("site", "static", "dynamic", "oracle", "jacobian", "partial", "dynpartial", "dynself", "self")
+UNITS = ("site", "static", "dynamic", "oracle", "jacobian", "partial", "dynpartial", "dynself", "self", "closed")
 STATES = ("shared", "per-kind")
 # the per-token gains a per-feature profile multiplies
-PROFILE_UNITS = ("self", "dynself", "dynamic", "oracle", "partial", "dynpartial")
+PROFILE_UNITS = ("self", "dynself", "dynamic", "oracle", "partial", "dynpartial", "closed")
 
 
 @dataclasses.dataclass
@@ -95,6 +104,12 @@ class Candidate:
             raise ValueError(f"last_site is read by units 'dynpartial' only, got units {self.units!r}")
         if self.keep and self.clip == 0.0:
             raise ValueError("keep needs a clip > 0 (it keeps the clamped-off part)")
+        if self.units == "closed":
+            if self.residual != "local":
+                raise ValueError("units 'closed' take the local residual (each rank's own rounding errors)")
+            if self.states != "shared" or self.keep or self.prescale != 0.0:
+                raise ValueError("units 'closed' carry one state, keep what a clip removes by themselves and "
+                                 "send the message unscaled: states 'per-kind', keep and prescale are refused")
 
 
 def _own_rms(x: torch.Tensor, shape) -> torch.Tensor:
@@ -216,11 +231,70 @@ class StudyAllReduce:
             return None if kappa is None or own is None else kappa * own
         return self._rms.get(kind, self._last_rms)
 
+    def _signed_floor(self, site: int) -> torch.Tensor:
+        """The post-norm's weights with |w_j| floored at floor * rms(w), sign kept (0 counts as +)."""
+        w = self.post_norms[site]
+        sign = torch.where(w < 0, -1.0, 1.0)
+        return sign * w.abs().clamp_min(self.candidate.floor * self._gbar(site))
+
+    def _closed(self, parts: torch.Tensor, site: int, kind: int) -> torch.Tensor:
+        """Units "closed": one call of the closed loop on the stream's deficit (module docstring)."""
+        P, n = parts.shape
+        c = self.candidate
+        w = self.post_norms[site]
+        shape = (P, n // self.hidden, self.hidden)
+        x = parts.float()
+        state = self._states.setdefault(0, _State())
+        own = _own_rms(x, shape) if w is not None else None
+        corr = torch.zeros_like(x)
+        if state.m1 is not None:
+            if w is None:
+                corr = c.eta * state.m1
+            else:
+                kappa = self._kappa.get(kind, self._last_kappa)
+                if kappa is not None:
+                    r_hat = (kappa * own).unsqueeze(2)                                    # [P, T, 1]
+                    gbar = self._gbar(site)
+                    wf = self._signed_floor(site)
+                    inv = torch.sign(wf) * (wf.abs() / gbar).pow(c.profile) * gbar         # [H]
+                    corr = (c.eta * state.m1.reshape(shape) * r_hat / inv.reshape(1, 1, -1)).reshape(P, n)
+            if c.clip > 0.0 and w is not None:
+                bound = (c.clip * own).unsqueeze(2)
+                corr = torch.minimum(torch.maximum(corr.reshape(shape), -bound), bound).reshape(P, n)
+        xp = x + corr
+        self._inner.reset()
+        y32 = self._inner(xp.contiguous())
+        y = y32.bfloat16()
+        yf = y.float()
+        u = self._inner.state()[0]
+        g = self.spec.group
+        per = -(-(-(-n // g)) // P) * g
+        for i in range(P):
+            lo, hi = min(i * per, n), min((i + 1) * per, n)
+            u[i, lo:hi] += y32[lo:hi] - yf[lo:hi]
+        d = u - corr                                   # x_i - v_i: what the stream lacks of rank i's part
+        if w is not None:
+            r_out = _rms_rows(yf, self.hidden)                                             # [T]
+            dr = d.reshape(shape).double()
+            if c.radial:
+                yr = yf.reshape(1, -1, self.hidden).double()
+                coef = (dr * yr).sum(dim=2, keepdim=True) / yr.pow(2).sum(dim=2, keepdim=True).clamp_min(1e-300)
+                dr = dr - coef * yr
+            gain = w.double().reshape(1, 1, -1) / r_out.double().clamp_min(1e-30).reshape(1, -1, 1)
+            d = (dr * gain).float().reshape(P, n)
+            kappa = torch.where(own > 1e-30, r_out.reshape(1, -1) / own, torch.zeros_like(own))
+            self._kappa[kind] = kappa
+            self._last_kappa = kappa
+        state.m1 = d if state.m1 is None else state.m1 + d
+        return y
+
     def __call__(self, parts: torch.Tensor, direction: str = "forward") -> torch.Tensor:
         P, n = parts.shape
         c = self.candidate
         site, kind = self.site, self.site % 2
         self.site += 1
+        if c.units == "closed":
+            return self._closed(parts, site, kind)
         key = kind if c.states == "per-kind" else 0
         state = self._states.setdefault(key, _State())
         x = parts.float()

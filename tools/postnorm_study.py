@@ -51,6 +51,7 @@ CANDIDATES = {
     "dynpartial": Candidate(units="dynpartial"),
     "dynself": Candidate(units="dynself"),
     "self": Candidate(units="self"),
+    "closed": Candidate(units="closed", residual="local", profile=1.0),
 }
 
 

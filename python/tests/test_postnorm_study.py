@@ -83,3 +83,62 @@ def test_the_sums_rms_estimate_and_the_radial_part_change_the_correction():
     assert not torch.equal(own, dyn)
     assert not torch.equal(dyn, last)
     assert not torch.equal(own, deferred) and not torch.equal(dyn, deferred)
+
+
+def test_closed_rows_parse_and_settings_the_loop_cannot_take_are_refused():
+    study = load_tool("postnorm_study")
+    _, closed = study.parse_row("q4rot64-closed@local@clip0.5@eta1")
+    assert (closed.units, closed.residual, closed.profile, closed.clip, closed.eta) == ("closed", "local", 1.0, 0.5, 1.0)
+    with pytest.raises(ValueError, match="local residual"):
+        study.Candidate(units="closed")
+    for row in ("q4-closed@clipkeep1", "q4-closed@pre1"):
+        with pytest.raises(ValueError, match="are refused"):
+            study.parse_row(row)
+
+
+# What the deficit's fp32 arithmetic may leave against the float64 sums, relative to the largest
+# partial sum: each call rounds x', u and u - c once per element (a few fp32 ulps of the partial
+# sums), and the loop adds up to six calls' worth, times the post-norm's gain w / r (about 3 here).
+DEFICIT_TOLERANCE = 1e-5
+
+
+@pytest.mark.parametrize("with_norms", [False, True])
+def test_the_closed_loops_state_is_what_the_stream_lacks(with_norms):
+    # Summed over ranks, the state after each call is the sum over calls of the exact sum less the
+    # delivered one, through each post-norm's first-order gain diag(w) / r of the delivered row (the
+    # identity without a post-norm): what the loop has not yet returned, whatever it applied.
+    study = load_tool("postnorm_study")
+    from echotk import Spec
+    hidden, tokens, sites = 64, 6, 6
+    gen = torch.Generator().manual_seed(3)
+    norms = [((torch.rand(hidden, generator=gen) * 2 + 0.2) * 10.0 ** (k % 3 - 1)) if with_norms else None
+             for k in range(sites)]
+    candidate = study.Candidate(units="closed", residual="local", profile=1.0, clip=1.0 if with_norms else 0.0)
+    reduce = study.StudyAllReduce(RANKS, Spec(compensator="off"), candidate, hidden, norms)
+    deficit = torch.zeros(tokens * hidden, dtype=torch.float64)
+    applied = False
+    for k in range(sites):
+        parts = (torch.randn(RANKS, tokens * hidden, generator=gen) * 3).bfloat16()
+        y = reduce(parts).double()
+        z = parts.double().sum(dim=0)
+        applied = applied or not torch.equal(y, reduce._inner(parts.float().contiguous()).bfloat16().double())
+        if norms[k] is None:
+            deficit += z - y
+        else:
+            r = y.reshape(tokens, hidden).pow(2).mean(dim=1).sqrt()
+            deficit += ((z - y).reshape(tokens, hidden) * norms[k].double() / r[:, None]).reshape(-1)
+        state = reduce._states[0].m1.double().sum(dim=0)
+        scale = parts.double().abs().max() * (1.0 if norms[k] is None else float((norms[k].max() / r.min())))
+        assert (state - deficit).abs().max() <= DEFICIT_TOLERANCE * scale, f"call {k}"
+    assert applied, "the loop never changed a delivered output: the test would not see a wrong update"
+
+
+def test_the_closed_loop_changes_the_logits_and_keeps_them_finite():
+    study = load_tool("postnorm_study")
+    off = _logits(study, "q4-self@local@eta0")
+    closed = _logits(study, "q4-closed@local@clip1")
+    radial = _logits(study, "q4-closed@local@clip1@radial")
+    for logits in (closed, radial):
+        assert torch.isfinite(logits).all()
+    assert not torch.equal(off, closed)
+    assert not torch.equal(closed, radial)

@@ -82,7 +82,7 @@ class Candidate:
     a: float = 0.35
     beta1: float = 0.7
     beta2: float = 0.3
-    floor: float = 0.1          # jacobian: |w| floored at floor * rms(w) for the inverse
+    floor: float = 0.1          # jacobian, closed and profiles: |w| floored at floor * rms(w) for the inverse
     residual: str = "global"    # "global" (u = x' - y / P) or "local" (docs/numerics.md 6)
     prescale: float = 0.0       # > 0: each feature j travels times 2^round(prescale * log2(|w_j| / rms(w)))
     profile: float = 0.0        # PROFILE_UNITS: gains times (max(|w_j|, floor * rms(w)) / rms(w)) ** profile per feature

@@ -24,6 +24,7 @@ from typing import Callable, Dict
 
 from results_lib import (advise, bench, markers, paper, ppl, ppl_tables as pt, recorded, smollm2_text as st, training,
                          training_tables as tt, training_text as tx)
+from results_lib.closed_loop_text import closed_loop_text
 
 EXIT_DIFFERS = 1
 EXIT_BAD_DATA = 2
@@ -103,13 +104,15 @@ def generators(d: Data) -> Dict[str, Dict[str, Callable[[], str]]]:
                             "stream-gemma3-combined-sotu",
                             "stream-gemma3-heldout-moby", "stream-gemma3-heldout-sotu",
                             "stream-smollm2-heldout-moby", "stream-smollm2-heldout-sotu",
-                            "stream-smollm2-w128-sotu")},
+                            "stream-smollm2-w128-sotu", "stream-gemma3-closed-moby", "stream-gemma3-closed-sotu",
+                            "stream-gemma3-closed-heldout-moby", "stream-gemma3-closed-heldout-sotu")},
             "stream-goals": lambda: pt.stream_goals_table({"gemma3": d.gemma3, "smollm2": d.smollm2}),
             "stream-bound-text": lambda: pt.stream_bound_text(d.gemma3, d.smollm2),
             "stream-combined-text": lambda: pt.stream_combined_text(d.gemma3),
             "stream-dynpartial-text": lambda: pt.stream_dynpartial_text(d.gemma3),
             "stream-gains-sum-text": lambda: pt.stream_gains_sum_text(d.gemma3),
             "stream-heldout-text": lambda: pt.stream_heldout_text(d.gemma3, d.smollm2),
+            "stream-closed-text": lambda: closed_loop_text(d.gemma3, d.smollm2),
             **d.recorded("gemma3", {"gemma3-reference-logits": "reference-logits", "gemma3-postnorm": "postnorm-replay",
                                     "gemma3-site-contributions": "site-contributions"}),
         },

@@ -35,7 +35,8 @@ changes it may make:
     residual stream lacks (no averages): at a post-norm site the update adds J_k (x_i - v_i), the
     rank's partial sum less what the transport delivered for it (the local residual u less the
     correction it applied), through the norm's first-order Jacobian diag(w_k) / r_k of the
-    delivered row (times (I - yhat yhat^T), the norm's radial term, with `radial`); the apply injects eta * A_i through the inverse of the same Jacobian's diagonal, r estimated as
+    delivered row (times (I - yhat yhat^T), the norm's radial term, with `radial`); the apply
+    injects eta * A_i through the inverse of the same Jacobian's diagonal, r estimated as
     "dynpartial" does and each feature's |w_j| floored at `floor` times rms(w) with the `profile`
     power (1: the full diagonal). What an apply cannot deliver (a floored feature, a clamped
     correction, a gain estimated wrong) stays in A_i for the next sites, where open-loop units drop
@@ -82,7 +83,7 @@ class Candidate:
     a: float = 0.35
     beta1: float = 0.7
     beta2: float = 0.3
-    floor: float = 0.1          # jacobian, closed and profiles: |w| floored at floor * rms(w) for the inverse
+    floor: float = 0.1          # jacobian, closed, profiles: |w| floored at floor * rms(w) for the inverse
     residual: str = "global"    # "global" (u = x' - y / P) or "local" (docs/numerics.md 6)
     prescale: float = 0.0       # > 0: each feature j travels times 2^round(prescale * log2(|w_j| / rms(w)))
     profile: float = 0.0        # PROFILE_UNITS: gains times (max(|w_j|, floor * rms(w)) / rms(w)) ** profile per feature
@@ -115,6 +116,20 @@ class Candidate:
 def _own_rms(x: torch.Tensor, shape) -> torch.Tensor:
     """Each rank's per-token RMS of its partial sums [P, n] viewed as `shape` [P, T, hidden]: [P, T]."""
     return x.reshape(shape).double().pow(2).mean(dim=2).sqrt().float().clamp_min(1e-30)
+
+
+def _clamp_rows(full: torch.Tensor, own: torch.Tensor, clip: float) -> torch.Tensor:
+    """A correction [P, T, hidden] clamped per element to +-clip times each rank's per-token RMS own [P, T]."""
+    bound = (clip * own).unsqueeze(2)
+    return torch.minimum(torch.maximum(full, -bound), bound)
+
+
+def _without_radial(v: torch.Tensor, yf: torch.Tensor, hidden: int) -> torch.Tensor:
+    """v [P, T, hidden] in float64 less its component along each delivered row of yf (flat [n]): the part
+    the norm's Jacobian diag(w) / r (I - yhat yhat^T) lets through."""
+    yr = yf.reshape(1, -1, hidden).double()
+    coef = (v * yr).sum(dim=2, keepdim=True) / yr.pow(2).sum(dim=2, keepdim=True).clamp_min(1e-300)
+    return v - coef * yr
 
 
 def _rms_rows(v: torch.Tensor, hidden: int) -> torch.Tensor:
@@ -226,16 +241,27 @@ class StudyAllReduce:
             return self.kappas[site] * x.reshape(P, -1, self.hidden).double().pow(2).mean(dim=2).sqrt().float()
         if self.candidate.units == "oracle":
             return _rms_rows(exact, self.hidden)
-        if self.candidate.units == "dynpartial":
+        if self.candidate.units in ("dynpartial", "closed"):
             kappa = self._last_kappa if self.candidate.last_site else self._kappa.get(kind, self._last_kappa)
             return None if kappa is None or own is None else kappa * own
         return self._rms.get(kind, self._last_rms)
 
-    def _signed_floor(self, site: int) -> torch.Tensor:
-        """The post-norm's weights with |w_j| floored at floor * rms(w), sign kept (0 counts as +)."""
-        w = self.post_norms[site]
-        sign = torch.where(w < 0, -1.0, 1.0)
-        return sign * w.abs().clamp_min(self.candidate.floor * self._gbar(site))
+    def _local_residual(self, n: int, y32: torch.Tensor, yf: torch.Tensor) -> torch.Tensor:
+        """Each rank's local residual [P, n] of the inner call (docs/numerics.md 6), its own segment's
+        acc - y taken against y as delivered (bf16)."""
+        u = self._inner.state()[0]
+        P, g = u.shape[0], self.spec.group
+        per = -(-(-(-n // g)) // P) * g          # elements per segment: ceil(ceil(n / g) / P) * g
+        for i in range(P):
+            lo, hi = min(i * per, n), min((i + 1) * per, n)
+            u[i, lo:hi] += y32[lo:hi] - yf[lo:hi]
+        return u
+
+    def _keep_kappa(self, kind: int, r_out: torch.Tensor, own: torch.Tensor) -> None:
+        """The ratios r / rho_i [P, T] of this call, for the next apply's estimate of the sum's RMS."""
+        kappa = torch.where(own > 1e-30, r_out.reshape(1, -1) / own, torch.zeros_like(own))
+        self._kappa[kind] = kappa
+        self._last_kappa = kappa
 
     def _closed(self, parts: torch.Tensor, site: int, kind: int) -> torch.Tensor:
         """Units "closed": one call of the closed loop on the stream's deficit (module docstring)."""
@@ -251,40 +277,29 @@ class StudyAllReduce:
             if w is None:
                 corr = c.eta * state.m1
             else:
-                kappa = self._kappa.get(kind, self._last_kappa)
-                if kappa is not None:
-                    r_hat = (kappa * own).unsqueeze(2)                                    # [P, T, 1]
-                    gbar = self._gbar(site)
-                    wf = self._signed_floor(site)
-                    inv = torch.sign(wf) * (wf.abs() / gbar).pow(c.profile) * gbar         # [H]
-                    corr = (c.eta * state.m1.reshape(shape) * r_hat / inv.reshape(1, 1, -1)).reshape(P, n)
+                r_hat = self._apply_rms(site, kind, None, x, own)                         # [P, T] or None
+                if r_hat is not None:
+                    # the inverse of the norm's diagonal: |w_j| floored, to the profile's power, sign kept
+                    sign = torch.where(w < 0, -1.0, 1.0)
+                    inv = sign * self._profile(site) * self._gbar(site)                     # [H]
+                    corr = c.eta * state.m1.reshape(shape) * r_hat.unsqueeze(2) / inv.reshape(1, 1, -1)
+                    corr = corr.reshape(P, n)
             if c.clip > 0.0 and w is not None:
-                bound = (c.clip * own).unsqueeze(2)
-                corr = torch.minimum(torch.maximum(corr.reshape(shape), -bound), bound).reshape(P, n)
+                corr = _clamp_rows(corr.reshape(shape), own, c.clip).reshape(P, n)
         xp = x + corr
         self._inner.reset()
         y32 = self._inner(xp.contiguous())
         y = y32.bfloat16()
         yf = y.float()
-        u = self._inner.state()[0]
-        g = self.spec.group
-        per = -(-(-(-n // g)) // P) * g
-        for i in range(P):
-            lo, hi = min(i * per, n), min((i + 1) * per, n)
-            u[i, lo:hi] += y32[lo:hi] - yf[lo:hi]
-        d = u - corr                                   # x_i - v_i: what the stream lacks of rank i's part
+        d = self._local_residual(n, y32, yf) - corr    # x_i - v_i: what the stream lacks of rank i's part
         if w is not None:
             r_out = _rms_rows(yf, self.hidden)                                             # [T]
             dr = d.reshape(shape).double()
             if c.radial:
-                yr = yf.reshape(1, -1, self.hidden).double()
-                coef = (dr * yr).sum(dim=2, keepdim=True) / yr.pow(2).sum(dim=2, keepdim=True).clamp_min(1e-300)
-                dr = dr - coef * yr
+                dr = _without_radial(dr, yf, self.hidden)
             gain = w.double().reshape(1, 1, -1) / r_out.double().clamp_min(1e-30).reshape(1, -1, 1)
             d = (dr * gain).float().reshape(P, n)
-            kappa = torch.where(own > 1e-30, r_out.reshape(1, -1) / own, torch.zeros_like(own))
-            self._kappa[kind] = kappa
-            self._last_kappa = kappa
+            self._keep_kappa(kind, r_out, own)
         state.m1 = d if state.m1 is None else state.m1 + d
         return y
 
@@ -330,9 +345,8 @@ class StudyAllReduce:
             else:
                 corr = (corr.reshape(shape) * self._gain(site, r, inverse=True)).reshape(P, n)
             if c.clip > 0.0 and self.post_norms[site] is not None:
-                bound = (c.clip * own).unsqueeze(2)
                 full = corr.reshape(shape)
-                kept = torch.minimum(torch.maximum(full, -bound), bound)
+                kept = _clamp_rows(full, own, c.clip)
                 clipped_off = (full - kept).reshape(P, n) if c.keep else None
                 corr = kept.reshape(P, n)
             xp = x + corr
@@ -348,12 +362,7 @@ class StudyAllReduce:
         y = y32.bfloat16()
         yf = y.float()
         if c.residual == "local":
-            u = self._inner.state()[0]
-            g = self.spec.group
-            per = -(-(-(-n // g)) // P) * g          # elements per segment: ceil(ceil(n / g) / P) * g
-            for i in range(P):                       # own segment: acc - y with y as delivered (bf16)
-                lo, hi = min(i * per, n), min((i + 1) * per, n)
-                u[i, lo:hi] += y32[lo:hi] - yf[lo:hi]
+            u = self._local_residual(n, y32, yf)
         else:
             u = xp - yf / float(P)
         if clipped_off is not None:
@@ -362,14 +371,9 @@ class StudyAllReduce:
         if c.radial and self.post_norms[site] is not None:
             # the norm's Jacobian is diag(w) / r (I - yhat yhat^T): the part of u along the row y never
             # reaches the stream, so it is not carried
-            yr = yf.reshape(1, -1, self.hidden).double()
-            ur = u.reshape(shape).double()
-            coef = (ur * yr).sum(dim=2, keepdim=True) / yr.pow(2).sum(dim=2, keepdim=True).clamp_min(1e-300)
-            u = (ur - coef * yr).float().reshape(P, n)
+            u = _without_radial(u.reshape(shape).double(), yf, self.hidden).float().reshape(P, n)
         if c.units in ("dynpartial", "dynself") and self.post_norms[site] is not None:
-            kappa = torch.where(own > 1e-30, r_out.reshape(1, -1) / own, torch.zeros_like(own))
-            self._kappa[kind] = kappa
-            self._last_kappa = kappa
+            self._keep_kappa(kind, r_out, own)
         if rho is not None:
             u = (u.reshape(shape) * self_gain).reshape(P, n)
         elif c.units not in ("self", "dynself"):

@@ -88,7 +88,8 @@ def test_the_sums_rms_estimate_and_the_radial_part_change_the_correction():
 def test_closed_rows_parse_and_settings_the_loop_cannot_take_are_refused():
     study = load_tool("postnorm_study")
     _, closed = study.parse_row("q4rot64-closed@local@clip0.5@eta1")
-    assert (closed.units, closed.residual, closed.profile, closed.clip, closed.eta) == ("closed", "local", 1.0, 0.5, 1.0)
+    fields = (closed.units, closed.residual, closed.profile, closed.clip, closed.eta)
+    assert fields == ("closed", "local", 1.0, 0.5, 1.0)
     with pytest.raises(ValueError, match="local residual"):
         study.Candidate(units="closed")
     for row in ("q4-closed@clipkeep1", "q4-closed@pre1"):

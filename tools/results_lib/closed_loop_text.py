@@ -36,19 +36,27 @@ def _direction(interval) -> str:
 
 
 def closed_loop_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:
+    def closed(index: Index, prefix: str, name: str) -> str:
+        """The gap a row closes on each text: "60.4% / 59.5%"."""
+        return " / ".join(_pct(index, index.row(t, prefix + name)) for t in texts)
+
+    def against(prefix: str, name: str, other: str, index: Index = gemma) -> str:
+        """A row paired against another of the same window set on each text, with its direction."""
+        out = []
+        for t in texts:
+            s, text = _paired(index, index.row(t, prefix + name), index.row(t, prefix + other))
+            out.append(f"{text} ({_direction(s.d_ci)})")
+        return " / ".join(out)
+
     def w16c(name: str) -> str:
-        return " / ".join(_pct(gemma, _w16c(gemma, t, name)) for t in texts)
+        return closed(gemma, "w16c-", name)
+
+    def smol(name: str) -> str:
+        return closed(smollm2, "py2-", name)
 
     def w64(name: str, target: float) -> str:
         rows = [gemma.row(t, "w64-" + name) for t in texts]
         return " / ".join(f"{_pct(gemma, r)}, {_closed_verdict(gemma, r, target)}" for r in rows)
-
-    def against(prefix: str, name: str, other: str) -> str:
-        out = []
-        for t in texts:
-            s, text = _paired(gemma, gemma.row(t, prefix + name), gemma.row(t, prefix + other))
-            out.append(f"{text} ({_direction(s.d_ci)})")
-        return " / ".join(out)
 
     def moby(settings) -> str:
         return ", ".join(f"{label} {_pct(gemma, _w16c(gemma, 'moby', name))}" for label, name in settings)
@@ -60,16 +68,6 @@ def closed_loop_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("moby
     rot_best = max(rot_rows, key=lambda name: gap_closed(gemma, _w16c(gemma, "moby", name)))
     eta09 = "the best of those settings" if rot_best == CLOSED_ROT64_ETA09 else "one of those settings"
 
-    def smol(name: str) -> str:
-        return " / ".join(_pct(smollm2, smollm2.row(t, "py2-" + name)) for t in texts)
-
-    def smol_against(name: str, other: str) -> str:
-        out = []
-        for t in texts:
-            s, text = _paired(smollm2, smollm2.row(t, "py2-" + name), smollm2.row(t, "py2-" + other))
-            out.append(f"{text} ({_direction(s.d_ci)})")
-        return " / ".join(out)
-
     return (f"With the full per-feature inverse and the correction clipped at the rank's own RMS "
             f"(`closed@local@clip1`, eta 0.75) the loop closes {w16c(CLOSED)} of the 4-bit gap over the 16 "
             f"windows (Moby-Dick / State of the Union), against {w16c(GAINS_SUM)} for the toolkit's best 4-bit "
@@ -79,13 +77,15 @@ def closed_loop_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("moby
             f"{w64(CLOSED, 0.5)} at the 50% goal, against {w64(GAINS_SUM, 0.5)} for the toolkit's mode; paired "
             f"{against('w64-', CLOSED, GAINS_SUM)}. With the rotation at group 64 and clip 0.5 it closes "
             f"{w16c(CLOSED_ROT64)} over the 16 windows (on Moby-Dick {moby(CLOSED_ROT64_SETTINGS)}) and "
-            f"{w64(CLOSED_ROT64, 0.95)} over the 64 at the 95% goal, against {w64(GAINS_SUM_ROT64_CLIP05_ETA09, 0.95)} "
-            f"for the toolkit's rotation row; paired {against('w64-', CLOSED_ROT64, GAINS_SUM_ROT64_CLIP05_ETA09)}. "
-            f"At eta 0.9, {eta09}, it closes {w64(CLOSED_ROT64_ETA09, 0.95)} over the 64 "
-            f"windows; paired against the toolkit's row {against('w64-', CLOSED_ROT64_ETA09, GAINS_SUM_ROT64_CLIP05_ETA09)}. "
-            f"On SmolLM2 (no post-norm, so J = I: an accumulator applied at gain eta, which is the single "
-            f"average of docs/numerics.md 6 with beta = 1 - eta at gain 1 and the local residual) it closes {smol(CLOSED)} over the Python rows' 16 "
+            f"{w64(CLOSED_ROT64, 0.95)} over the 64 at the 95% goal, against "
+            f"{w64(GAINS_SUM_ROT64_CLIP05_ETA09, 0.95)} for the toolkit's rotation row; paired "
+            f"{against('w64-', CLOSED_ROT64, GAINS_SUM_ROT64_CLIP05_ETA09)}. At eta 0.9, {eta09}, it closes "
+            f"{w64(CLOSED_ROT64_ETA09, 0.95)} over the 64 windows; paired against the toolkit's row "
+            f"{against('w64-', CLOSED_ROT64_ETA09, GAINS_SUM_ROT64_CLIP05_ETA09)}. On SmolLM2 (no post-norm, so "
+            f"J = I: an accumulator applied at gain eta, which is the single average of docs/numerics.md 6 with "
+            f"beta = 1 - eta at gain 1 and the local residual) it closes {smol(CLOSED)} over the Python rows' 16 "
             f"windows, against {smol('p4-stream-local')} for stream-local; paired "
-            f"{smol_against(CLOSED, 'p4-stream-local')}, and with the rotation {smol(CLOSED_ROT64)} against "
+            f"{against('py2-', CLOSED, 'p4-stream-local', smollm2)}, and with the rotation {smol(CLOSED_ROT64)} "
+            f"against "
             f"{smol('p4-rot64-stream-local')}")
 

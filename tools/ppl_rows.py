@@ -62,11 +62,9 @@ OUTLIER_ROWS = {
 }
 
 
-def _stream_sqrt(rot64: bool, clip: float, eta=None, gains: str = "own", bits: int = 4):
-    """A row of stream units with the local residual, profile 'sqrt' and `clip` (numerics 6.1), at
-    the default eta or `eta`, with the rotation at group 64 where `rot64`, the gains `gains` (step 8)
-    and `bits` bits."""
-    options = dict(compensator_units="stream", residual="local", compensator_profile="sqrt", compensator_clip=clip)
+def _echo_at(options: dict, bits: int, rot64: bool) -> str:
+    """The flags of a 4-rank Echo row at `bits` bits, with the rotation at group 64 where `rot64`
+    (both also set in `options`), up to the compensator's flags."""
     flags = "--ranks 4 --allreduce echo "
     if bits != 4:
         options["bits"] = bits
@@ -74,7 +72,15 @@ def _stream_sqrt(rot64: bool, clip: float, eta=None, gains: str = "own", bits: i
     if rot64:
         options.update(rotation="hadamard", group=64)
         flags += "--rotation hadamard --group 64 "
-    flags += "--residual local "
+    return flags
+
+
+def _stream_sqrt(rot64: bool, clip: float, eta=None, gains: str = "own", bits: int = 4):
+    """A row of stream units with the local residual, profile 'sqrt' and `clip` (numerics 6.1), at
+    the default eta or `eta`, with the rotation at group 64 where `rot64`, the gains `gains` (step 8)
+    and `bits` bits."""
+    options = dict(compensator_units="stream", residual="local", compensator_profile="sqrt", compensator_clip=clip)
+    flags = _echo_at(options, bits, rot64) + "--residual local "
     if eta is not None:
         options["eta"] = eta
         flags += f"--eta {eta:g} "
@@ -82,6 +88,21 @@ def _stream_sqrt(rot64: bool, clip: float, eta=None, gains: str = "own", bits: i
     if gains != "own":
         options["compensator_gains"] = gains
         flags += f" --compensator-gains {gains}"
+    return 4, options, flags
+
+
+def _deficit(rot64: bool, clip: float, eta=None, bits: int = 4):
+    """A row of compensator 'deficit' (numerics 6.2: units 'stream', the local residual, gains 'sum')
+    with `clip`, at the default eta or `eta`, with the rotation at group 64 where `rot64`, at `bits`
+    bits."""
+    options = dict(compensator="deficit", compensator_units="stream", residual="local", compensator_gains="sum",
+                   compensator_clip=clip)
+    flags = _echo_at(options, bits, rot64)
+    if eta is not None:
+        options["eta"] = eta
+        flags += f"--eta {eta:g} "
+    flags += (f"--compensator deficit --compensator-units stream --residual local --compensator-gains sum "
+              f"--compensator-clip {clip:g}")
     return 4, options, flags
 
 
@@ -137,6 +158,11 @@ POSTNORM_ROWS = {
     # ... the rotation's rows with a tighter clip, and with clip 0.5 at eta 0.9.
     "p4-rot64-stream-local-sqrt-clip025-sum": _stream_sqrt(rot64=True, clip=0.25, gains="sum"),
     "p4-rot64-stream-local-sqrt-clip05-eta09-sum": _stream_sqrt(rot64=True, clip=0.5, eta=0.9, gains="sum"),
+    # Compensator 'deficit' (docs/numerics.md 6.2): the closed loop on the stream's deficit.
+    "p4-deficit-clip1": _deficit(rot64=False, clip=1.0),
+    "p4-rot64-deficit-clip05": _deficit(rot64=True, clip=0.5),
+    "p4-rot64-deficit-clip05-eta09": _deficit(rot64=True, clip=0.5, eta=0.9),
+    "p4-echo8-deficit-clip1": _deficit(rot64=False, clip=1.0, bits=8),
 }
 ROW_SETS = {"main": ROWS, "outliers": OUTLIER_ROWS, "postnorm": POSTNORM_ROWS}
 ALL_ROWS = {**ROWS, **OUTLIER_ROWS, **POSTNORM_ROWS}

@@ -61,16 +61,21 @@ struct Case {
   // The trace records each site's kind (/site_kind: attention, MLP, attention, ...): what
   // compensator gains 'sum' need.
   bool site_kinds = false;
+  // Every 4th feature's post-norm weight is negative (post_norm_weight): what compensator 'deficit'
+  // reads, the sign of each feature's gain, needs to show.
+  bool signed_weights = false;
 };
 
 // The post-norm weights of the pack's post-norm cases: a per-feature profile times a scale that
 // grows 8-fold from site to site (the spread of Gemma 3's gains, docs/results-gemma3.md); with
 // `profile_per_site` the profile's period changes from site to site (7, 8, 9, ...) and every 5th
-// feature of odd sites sits below the profile's floor.
-float post_norm_weight(std::size_t site, std::size_t feature, bool profile_per_site) {
+// feature of odd sites sits below the profile's floor; with `signed_weights` every 4th feature
+// (from feature 1) is negated.
+float post_norm_weight(std::size_t site, std::size_t feature, bool profile_per_site, bool signed_weights) {
   const std::size_t period = profile_per_site ? 7 + site : 7;
   float profile = 0.05f + 0.01f * static_cast<float>(feature % period);
   if (profile_per_site && site % 2 == 1 && feature % 5 == 0) profile = 0.001f;
+  if (signed_weights && feature % 4 == 1) profile = -profile;
   return profile * static_cast<float>(1u << (3 * site));
 }
 
@@ -173,6 +178,17 @@ const std::vector<Case> kCases = {
     {"stream-sum-8bit-dual-fp32-p3", "compensator gains 'sum', 8 bits, global residual (reference only)", 3, 768,
      fp32, fwd, Inputs::kActivations, "--bits 8 --compensator-units stream --compensator-gains sum", 2, 3, 64, false,
      true},
+    {"deficit-4bit-clip-local-bf16-p4",
+     "compensator 'deficit' with clip 1: the closed loop through attention and MLP post-norms whose profile differs "
+     "from site to site, signed weights, some below the floor (reference only)",
+     4, 1024, bf16, fwd, Inputs::kActivations,
+     "--compensator deficit --compensator-units stream --residual local --compensator-gains sum "
+     "--compensator-clip 1",
+     2, 4, 64, true, true, true},
+    {"deficit-8bit-fp32-p3", "compensator 'deficit' without a clip, 8 bits (reference only)", 3, 768, fp32, fwd,
+     Inputs::kActivations,
+     "--bits 8 --compensator deficit --compensator-units stream --residual local --compensator-gains sum", 2, 3, 64,
+     false, true, true},
 };
 
 // splitmix64: the same sequence everywhere.
@@ -292,7 +308,7 @@ bool write_trace(const std::string& path, const Case& c, const std::vector<float
       std::vector<float> weights(c.sites * c.post_norm_hidden);
       for (std::size_t k = 0; k < c.sites; ++k) {
         for (std::size_t j = 0; j < c.post_norm_hidden; ++j) {
-          weights[k * c.post_norm_hidden + j] = post_norm_weight(k, j, c.profile_per_site);
+          weights[k * c.post_norm_hidden + j] = post_norm_weight(k, j, c.profile_per_site, c.signed_weights);
         }
       }
       const hsize_t wdims[2] = {c.sites, c.post_norm_hidden};

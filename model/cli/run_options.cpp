@@ -131,7 +131,7 @@ std::string describe(const TensorParallelSpec& spec) {
     if (ar.compensator.mode == CompensatorMode::kDual) {
       out << ", a=" << ar.compensator.a << ", beta1=" << ar.compensator.beta1
           << ", beta2=" << ar.compensator.beta2;
-    } else {
+    } else if (ar.compensator.mode == CompensatorMode::kSingle) {
       out << ", beta=" << ar.compensator.beta;
     }
     out << ")";

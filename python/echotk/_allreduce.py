@@ -166,7 +166,7 @@ class AllReduce:
                         ) -> Tuple[int, float, Optional[torch.Tensor]]:
         """(site_row, site_weight_rms, site_weights) of echotk::allreduce for this call: (-1, 0, None)
         unless the spec's units are 'stream' on a forward call with the compensator on, which need
-        `site`; the weights only where compensator_profile reads them."""
+        `site`; the weights only where compensator_profile or compensator 'deficit' read them."""
         if (self.spec.compensator_units != "stream" or direction != "forward"
                 or self.spec.compensator == "off"):
             return -1, 0.0, None
@@ -180,11 +180,13 @@ class AllReduce:
         if scale.dim() != 1:
             raise ValueError(f"site {site.index}: the post-norm's weight has shape {list(scale.shape)}, not [hidden]")
         weights = None
-        if self.spec.compensator_profile != "flat":
+        if self.spec.compensator_profile != "flat" or self.spec.compensator == "deficit":
+            reader = ("compensator 'deficit'" if self.spec.compensator == "deficit"
+                      else f"compensator_profile {self.spec.compensator_profile!r}")
             bad = torch.nonzero(~torch.isfinite(scale))
             if bad.numel() != 0:
                 raise ValueError(f"site {site.index}: the post-norm's weight {int(bad[0])} is not finite "
-                                 f"(compensator_profile {self.spec.compensator_profile!r} reads the weights)")
+                                 f"({reader} reads the weights)")
             weights = scale
         return scale.numel(), float(_C.post_norm_weight_rms(scale.numpy())), weights
 

@@ -5,7 +5,8 @@ reference on CPU tensors and mutates the compensator state m1, m2 ([P, n] fp32) 
 is a float64 tensor of REPORT_SLOTS values (echotk.AllReduceReport names them); site_row and
 site_weight_rms give the call's site where the spec's compensator units are 'stream' (-1: not
 given; 0: no post-norm; > 0: the post-norm's row length, with its weight RMS), site_weights
-the post-norm's weights [site_row] fp32 (read by compensator profile 'sqrt'; None: not given),
+the post-norm's weights [site_row] fp32 (read by compensator profile 'sqrt' and compensator
+'deficit'; None: not given),
 and site_kind the site's kind (0 attention, 1 MLP, -1 unknown).
 `echotk::allreduce_ratios(parts, m1, m2, ratios, ratios_held, spec, ranks, direction, fresh, site_row,
 site_weight_rms, site_weights, site_kind)` is the same call where it keeps compensator gains 'sum''s

@@ -250,7 +250,7 @@ void register_allreduce(nb::module_& m) {
         "echo::allreduce over parts [P, n] into out [n]; m1, m2 [P, n] fp32 compensator state; site_row >= 0 "
         "gives the call's site (echo::allreduce_at_site: 0 without a post-norm, else its row length and "
         "site_weight_rms); site_weights: the post-norm's weights [site_row] fp32 (compensator profile "
-        "'sqrt'), or None; site_kind: 0 attention, 1 MLP, -1 unknown; ratios [2, P, n / site_row] fp32 and "
+        "'sqrt', compensator 'deficit'), or None; site_kind: 0 attention, 1 MLP, -1 unknown; ratios [2, P, n / site_row] fp32 and "
         "ratios_held [2] uint8: the states' row ratios (compensator gains 'sum'), or None.");
   m.def("post_norm_weight_rms", &post_norm_weight_rms, nb::arg("weights"),
         "RMS of a post-norm's effective weights [H] (float32) as compensator units 'stream' form it.");

@@ -112,9 +112,11 @@ void allreduce_cuda(const SpecHandle& h, const std::string& direction, AnyArray 
     args.ratios = ratios->data();
     args.ratios_bytes = ratios_bytes;
   }
-  // Compensator profile 'sqrt' reads the post-norm's weights on the device (emulate_can_implement
-  // names them when they are missing).
-  if (site_weights && args.site.has_post_norm && args.spec.compensator.profile == echo::CompensatorProfile::kSqrt) {
+  // Compensator profile 'sqrt' and compensator 'deficit' read the post-norm's weights on the device
+  // (emulate_can_implement names them when they are missing).
+  const bool reads_weights = args.spec.compensator.profile == echo::CompensatorProfile::kSqrt ||
+                             args.spec.compensator.mode == echo::CompensatorMode::kDeficit;
+  if (site_weights && args.site.has_post_norm && reads_weights) {
     check_float32(*site_weights, "site_weights", {site_row}, kCuda);
     check_same_gpu(parts, {{"site_weights", &*site_weights}});
     args.weights = static_cast<const float*>(site_weights->data());
@@ -192,7 +194,7 @@ void register_allreduce_cuda(nb::module_& m) {
         "[WORKSPACE_BYTES], receives the report; compensated: fp32 [P, n] receives x', or empty; "
         "site_row, site_weight_rms: the call's site (-1: none given; 0: no post-norm); gains: uint8 "
         "[emulate_gains_bytes] scratch; site_weights: the post-norm's weights [site_row] fp32 on the GPU "
-        "(compensator profile 'sqrt'), or None; site_kind: 0 attention, 1 MLP, -1 unknown; ratios: uint8 "
+        "(compensator profile 'sqrt', compensator 'deficit'), or None; site_kind: 0 attention, 1 MLP, -1 unknown; ratios: uint8 "
         "[emulate_ratios_bytes], the row ratios compensator gains 'sum' keep between a pass's calls, or None.");
   m.def("emulate_ratios_bytes", &ratios_bytes_for, nb::arg("spec"), nb::arg("direction"), nb::arg("n"),
         nb::arg("site_row"), nb::arg("site_weight_rms"),

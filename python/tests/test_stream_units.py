@@ -195,13 +195,17 @@ def test_a_weight_that_is_not_finite_is_a_value_error():
 
 SUM = echotk.Spec(compensator_units="stream", residual="local", compensator_profile="sqrt", compensator_clip=1.0,
                   compensator_gains="sum")
+DEFICIT = echotk.Spec(compensator="deficit", compensator_units="stream", residual="local", compensator_gains="sum",
+                      compensator_clip=1.0)
 
 
 @pytest.mark.parametrize("spec,flags", [(STREAM, []),
                                         (SQRT_CLIP, ["--compensator-profile", "sqrt", "--compensator-clip", "1"]),
                                         (SUM, ["--compensator-profile", "sqrt", "--compensator-clip", "1",
-                                               "--compensator-gains", "sum"])],
-                         ids=["flat", "sqrt-clip1", "sum-sqrt-clip1"])
+                                               "--compensator-gains", "sum"]),
+                                        (DEFICIT, ["--compensator", "deficit", "--compensator-clip", "1",
+                                                   "--compensator-gains", "sum"])],
+                         ids=["flat", "sqrt-clip1", "sum-sqrt-clip1", "deficit-clip1"])
 def test_the_python_op_is_the_replay_bit_for_bit(tmp_path, echotk_cli, spec, flags):
     x = contributions(3)
     w = weights()
@@ -317,10 +321,19 @@ def test_pre_norm_models_record_no_post_norm(tmp_path):
                                   echotk.Spec(compensator_units="stream", rotation="hadamard", group=64,
                                               compensator_gains="sum", state_dtype="bf16"),
                                   echotk.Spec(compensator_units="stream", residual="local", compensator_gains="sum",
-                                              exact_max_count=4096)],
+                                              exact_max_count=4096),
+                                  DEFICIT,
+                                  echotk.Spec(compensator="deficit", compensator_units="stream", residual="local",
+                                              compensator_gains="sum", rotation="hadamard", group=64,
+                                              state_dtype="bf16", compensator_clip=0.5),
+                                  echotk.Spec(compensator="deficit", compensator_units="stream", residual="local",
+                                              compensator_gains="sum", bits=8, dtype="fp32"),
+                                  echotk.Spec(compensator="deficit", compensator_units="stream", residual="local",
+                                              compensator_gains="sum", exact_max_count=4096)],
                          ids=["local", "local-rotation", "global-8bit-single", "exact-path", "sqrt-clip1",
                               "rotation-global-sqrt-clip0.5", "exact-path-clip0.05", "sum-sqrt-clip1",
-                              "sum-rotation64-global-bf16-state", "sum-exact-path"])
+                              "sum-rotation64-global-bf16-state", "sum-exact-path", "deficit-clip1",
+                              "deficit-rotation64-bf16-state-clip0.5", "deficit-8bit-fp32", "deficit-exact-path"])
 def test_the_gpu_emulation_is_the_reference_bit_for_bit(spec):
     """device='cuda' (echo::cuda::emulate_allreduce with the site's gains scratch) against the CPU
     reference: every output and the final states, over sites with and without a post-norm, two
@@ -373,7 +386,8 @@ def test_opcheck_of_the_gpu_ratios_op():
 
 
 STREAM_CASES = ["stream-4bit-dual-local-bf16-p4", "stream-8bit-dual-fp32-p3", "stream-4bit-sqrt-clip-local-bf16-p4",
-                "stream-sum-4bit-sqrt-clip-local-bf16-p4", "stream-sum-8bit-dual-fp32-p3"]
+                "stream-sum-4bit-sqrt-clip-local-bf16-p4", "stream-sum-8bit-dual-fp32-p3",
+                "deficit-4bit-clip-local-bf16-p4", "deficit-8bit-fp32-p3"]
 DEVICES = ["cpu", pytest.param("cuda", marks=NEEDS_GPU_OP)]
 
 
@@ -401,3 +415,40 @@ def test_echotk_delivers_the_conformance_outputs_of_the_stream_cases(case, devic
             y = ar(x[p, k].to(dtype).to(device), site=Site(k, int(kinds[k]), weights[k]))
             np.testing.assert_array_equal(y.float().cpu().numpy().view(np.uint32),
                                           expected[p, k, 0].view(np.uint32), err_msg=f"pass {p} site {k}")
+
+
+@pytest.mark.parametrize("options", [dict(), dict(compensator_units="stream", compensator_gains="sum"),
+                                     dict(compensator_units="stream", residual="local"),
+                                     dict(compensator_units="stream", residual="local", compensator_gains="sum",
+                                          compensator_profile="sqrt")],
+                         ids=["site-units", "global-residual", "gains-own", "profile-sqrt"])
+def test_deficit_without_its_settings_is_a_value_error(options):
+    """Compensator 'deficit' (docs/numerics.md 6.2) runs with units 'stream', residual 'local',
+    gains 'sum' and profile 'flat' only, and says so."""
+    with pytest.raises(ValueError, match="compensator 'deficit' runs with units 'stream', residual 'local', "
+                                         "gains 'sum' and profile 'flat'"):
+        echotk.Spec(compensator="deficit", **options).handle(RANKS)
+
+
+def test_deficit_reads_the_weights_and_closes_on_the_stream_deficit():
+    """A non-finite post-norm weight is refused naming the mode; over sites with and without a
+    post-norm the ranks' states sum (float64) to the stream's deficit, each call's sum_i x_i - y
+    through diag(w) / r at a post-norm site."""
+    w = weights()[0].clone()
+    w[5] = float("nan")
+    ar = echotk.AllReduce(RANKS, DEFICIT)
+    with pytest.raises(ValueError, match=r"weight 5 is not finite \(compensator 'deficit' reads the weights\)"):
+        ar(contributions()[0].bfloat16(), site=Site(0, 0, w))
+    ar.reset()
+    x, w = contributions(7).bfloat16(), weights() * torch.where(torch.arange(HIDDEN) % 4 == 1, -1.0, 1.0)
+    deficit = torch.zeros(TOKENS * HIDDEN, dtype=torch.float64)
+    for k in range(SITES):
+        post = k != 2
+        y = ar(x[k], site=Site(k, k % 2, w[k] if post else None)).double()
+        lacking = x[k].double().sum(0) - y
+        if post:
+            r = y.reshape(TOKENS, HIDDEN).square().mean(1).sqrt()
+            lacking = (lacking.reshape(TOKENS, HIDDEN) * w[k].double() / r[:, None]).reshape(-1)
+        deficit += lacking
+        total = ar.state()[0].double().sum(0)
+        assert float((total - deficit).abs().max()) <= 1e-5 * float(deficit.abs().max())

@@ -119,6 +119,7 @@ const char* alteration_name(Alteration alteration) {
     case Alteration::kNone: return "none";
     case Alteration::kScaleRoundedToNearest: return "scale-rounded-to-nearest";
     case Alteration::kRanksSummedInReverse: return "ranks-summed-in-reverse";
+    case Alteration::kDeficitCorrectionNotSubtracted: return "deficit-correction-not-subtracted";
   }
   return "unknown";
 }

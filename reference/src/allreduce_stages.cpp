@@ -8,6 +8,7 @@
 
 #include "echo/numerics/backward_scale.h"
 #include "echo/numerics/compensator_step.h"
+#include "echo/numerics/deficit_loop.h"
 #include "echo/rotation.h"
 #include "quantize_detail.h"
 
@@ -84,19 +85,21 @@ const float* ratios_to_apply(const CallPlan& c, const CompensatorState& state) {
 // bound (step 7); with gains 'sum' R is step 8's from the state's ratios and rho is kept for the
 // update (G is formed there).
 void row_gains(const CallPlan& c, const float* x, const CompensatorState& state,
-               std::vector<numerics::StreamGains>& gains, Buffer& bounds, Buffer& own_rms) {
+               std::vector<numerics::StreamGains>& gains, Buffer& bounds, Buffer& own_rms, Buffer& estimates) {
   const std::size_t rows = c.count / c.row_length;
   const float n = static_cast<float>(c.row_length);
   const float* ratios = c.sum_gains ? ratios_to_apply(c, state) : nullptr;
   gains.resize(rows);
   bounds.resize(c.clip > 0.0f ? rows : 0);
   own_rms.resize(c.sum_gains ? rows : 0);
+  estimates.resize(c.deficit ? rows : 0);
   for (std::size_t t = 0; t < rows; ++t) {
     const float q = numerics::row_sum_of_squares(x + t * c.row_length, c.row_length);
     const float rho = numerics::row_rms(q, n);
     if (c.sum_gains) {
       gains[t] = {0.0f, numerics::sum_from_stream(c.weight_rms, ratios != nullptr ? ratios[t] : 0.0f, rho)};
       own_rms[t] = rho;
+      if (c.deficit) estimates[t] = numerics::deficit_estimate(ratios != nullptr ? ratios[t] : 0.0f, rho);
     } else {
       gains[t] = numerics::stream_gains(c.weight_rms, rho);
     }
@@ -160,12 +163,65 @@ void residual_to_stream(const CallPlan& c, const std::vector<numerics::StreamGai
   }
 }
 
+// Numerics 6.2: wf_j of every feature (mode 'deficit' at a post-norm site), else empty.
+void floor_deficit_weights(const CallPlan& c, Buffer& floored) {
+  floored.resize(c.deficit ? c.row_length : 0);
+  for (std::size_t j = 0; j < floored.size(); ++j) {
+    floored[j] = numerics::deficit_weight(c.deficit_weights[j], c.weight_rms);
+  }
+}
+
+// Numerics 6.2, apply at a post-norm site: c = fp32(fp32(eta * A) * fp32(e / wf_j)), clamped to the
+// row's bound where the spec clips, x' = fp32(x + c); each c is kept for the update. An empty state
+// applies nothing (c = 0, x' = x).
+void apply_deficit(const CallPlan& c, const CompensatorState& state, const float* x, const Buffer& estimates,
+                   const Buffer& bounds, const Buffer& floored, float* x_prime, Buffer& corrections) {
+  corrections.assign(c.count, 0.0f);
+  if (state.m1.size() != c.count) {
+    for (std::size_t i = 0; i < c.count; ++i) x_prime[i] = numerics::canonical_nan(x[i]);
+    return;
+  }
+  const float eta = c.spec.compensator.eta;
+  for (std::size_t i = 0; i < c.count; ++i) {
+    const std::size_t t = i / c.row_length;
+    const float gain = numerics::deficit_from_stream(estimates[t], floored[i - t * c.row_length]);
+    float corr = numerics::deficit_site_correction(eta, state.m1[i], gain);
+    if (!bounds.empty()) corr = numerics::clip_correction(corr, bounds[t]);
+    corrections[i] = corr;
+    x_prime[i] = numerics::canonical_nan(numerics::compensate(x[i], corr));
+  }
+}
+
+// Numerics 6.2, update at a post-norm site: r of each delivered row, A = S(A + fp32(fp32(u - c) *
+// fp32(w_j / r))) per element, then the rows' ratios fp32(r / rho) replace the state's of the kind.
+void update_deficit(const CallPlan& c, const float* y, const float* u, const Buffer& corrections,
+                    const Buffer& own_rms, CompensatorState& state) {
+  const std::size_t rows = c.count / c.row_length;
+  const float n = static_cast<float>(c.row_length);
+  const bool bf16 = c.spec.compensator.state_dtype == DType::kBFloat16;
+  if (state.m1.size() != c.count) state.m1.assign(c.count, 0.0f);
+  std::vector<float>& ratios = state.row_ratios[static_cast<std::size_t>(c.kind)];
+  ratios.resize(rows);
+  for (std::size_t t = 0; t < rows; ++t) {
+    const std::size_t row = t * c.row_length;
+    const float r = numerics::row_rms(numerics::row_sum_of_squares(y + row, c.row_length), n);
+    for (std::size_t j = 0; j < c.row_length; ++j) {
+      const float g = numerics::deficit_to_stream(c.deficit_weights[j], r);
+      const float d = c.policy.deficit_correction_not_subtracted ? u[row + j]
+                                                                 : numerics::undelivered(u[row + j], corrections[row + j]);
+      state.m1[row + j] = numerics::round_state(numerics::deficit_step(state.m1[row + j], d, g), bf16);
+    }
+    ratios[t] = numerics::sum_ratio(r, own_rms[t]);
+  }
+}
+
 }  // namespace
 
 AlterationPolicy AlterationPolicy::of(Alteration alteration) {
   AlterationPolicy p;
   p.scale_rounded_to_nearest = alteration == Alteration::kScaleRoundedToNearest;
   p.ranks_summed_in_reverse = alteration == Alteration::kRanksSummedInReverse;
+  p.deficit_correction_not_subtracted = alteration == Alteration::kDeficitCorrectionNotSubtracted;
   return p;
 }
 
@@ -187,7 +243,9 @@ CallPlan::CallPlan(const AllReduceSpec& spec_, int ranks_, std::size_t count_, A
       weights(stream && spec_.compensator.profile == CompensatorProfile::kSqrt ? site->weights.data() : nullptr),
       clip(stream ? spec_.compensator.clip : 0.0f),
       sum_gains(stream && spec_.compensator.gains == CompensatorGains::kSum),
-      kind(sum_gains ? static_cast<int>(site->kind) : 0) {}
+      kind(sum_gains ? static_cast<int>(site->kind) : 0),
+      deficit(stream && spec_.compensator.mode == CompensatorMode::kDeficit),
+      deficit_weights(deficit ? site->weights.data() : nullptr) {}
 
 namespace stages {
 
@@ -217,15 +275,23 @@ void apply(const CallPlan& c, const float* const* inputs, const CompensatorState
     b.gains.resize(static_cast<std::size_t>(c.ranks));
     b.clip_bounds.resize(static_cast<std::size_t>(c.ranks));
     b.own_rms.resize(static_cast<std::size_t>(c.ranks));
+    b.estimates.resize(static_cast<std::size_t>(c.ranks));
+    b.corrections.resize(static_cast<std::size_t>(c.ranks));
     profile_factors(c, b.profile);  // the site's, the same for every rank
+    floor_deficit_weights(c, b.floored_weights);
   }
   for (int r = 0; r < c.ranks; ++r) {
     Buffer& xp = b.x_prime[r];
     std::copy_n(inputs[r], c.count, xp.data());
     round_to_dtype(xp.data(), c.count, c.spec.dtype);
     if (c.stream) {
-      row_gains(c, xp.data(), states[r], b.gains[r], b.clip_bounds[r], b.own_rms[r]);
-      apply_in_stream_units(c, states[r], xp.data(), b.gains[r], b.clip_bounds[r], b.profile, xp.data());
+      row_gains(c, xp.data(), states[r], b.gains[r], b.clip_bounds[r], b.own_rms[r], b.estimates[r]);
+      if (c.deficit) {
+        apply_deficit(c, states[r], xp.data(), b.estimates[r], b.clip_bounds[r], b.floored_weights, xp.data(),
+                      b.corrections[r]);
+      } else {
+        apply_in_stream_units(c, states[r], xp.data(), b.gains[r], b.clip_bounds[r], b.profile, xp.data());
+      }
     } else if (c.compensate) {
       compensator_apply(c.spec.compensator, states[r], xp.data(), c.count, xp.data());
     }
@@ -351,7 +417,7 @@ void update(const CallPlan& c, CompensatorState* states, Buffers& b) {
   b.u.resize(c.count);
   for (int r = 0; r < c.ranks; ++r) {
     const float* yr = b.y[r].data();
-    if (c.sum_gains) sum_gains_after_delivery(c, yr, b.own_rms[r], b.gains[r], states[r]);
+    if (c.sum_gains && !c.deficit) sum_gains_after_delivery(c, yr, b.own_rms[r], b.gains[r], states[r]);
     if (!c.local) {
       const float* xp = b.x_prime[r].data();
       for (std::size_t e = 0; e < c.count; ++e) b.u[e] = numerics::global_residual(xp[e], yr[e], p);
@@ -366,6 +432,10 @@ void update(const CallPlan& c, CompensatorState* states, Buffers& b) {
     for (std::size_t e = c.segments.begin(r); e < c.segments.end(r); ++e) {
       const float own = numerics::local_residual(acc[e] * unscale, yr[e]);
       ur[e] = c.exact_rounded ? numerics::local_residual_sum(ur[e], own) : own;
+    }
+    if (c.deficit) {
+      update_deficit(c, yr, ur, b.corrections[r], b.own_rms[r], states[r]);
+      continue;
     }
     if (c.stream) residual_to_stream(c, b.gains[r], b.profile, ur);
     compensator_update(c.spec.compensator, states[r], ur, c.count);

@@ -20,6 +20,7 @@ using Buffer = std::vector<float>;
 struct AlterationPolicy {
   bool scale_rounded_to_nearest = false;  // every quantization (numerics 2.2 step 2)
   bool ranks_summed_in_reverse = false;   // the owner's and the exact path's sums (numerics 4)
+  bool deficit_correction_not_subtracted = false;  // compensator 'deficit''s update (numerics 6.2)
 
   static AlterationPolicy of(Alteration alteration);
   // The rank added at step `step` of a sum over ranks: rank order, or its reverse.
@@ -54,6 +55,8 @@ struct CallPlan {
   float clip;              // ... and the clip (0: none)
   bool sum_gains;          // ... with gains 'sum' (numerics 6.1 step 8)
   int kind;                // ... and the site's kind (0 attention, 1 MLP), whose row ratios it keeps
+  bool deficit;                  // ... in mode 'deficit' (numerics 6.2)
+  const float* deficit_weights;  // ... which reads the site's weights (else nullptr)
 };
 
 }  // namespace echo
@@ -71,6 +74,9 @@ struct echo::AllReduceWorkspace::Buffers {
   std::vector<Buffer> clip_bounds;  // stream units with a clip: per rank, per row
   std::vector<Buffer> own_rms;      // stream units with gains 'sum': per rank, per row, rho
   Buffer profile;                   // stream units with profile 'sqrt': f_j per feature
+  std::vector<Buffer> estimates;    // mode 'deficit' at a post-norm site: per rank, per row, e
+  std::vector<Buffer> corrections;  // ... per rank, the correction c each element was given
+  Buffer floored_weights;           // ... wf_j per feature
   Buffer acc;                    // owner sums (send units)
   Buffer received;               // one pushed copy as its owner dequantizes it
   Buffer unrotated;              // that copy de-rotated (local residual)

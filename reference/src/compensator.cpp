@@ -6,6 +6,7 @@
 #include <string>
 
 #include "echo/numerics/compensator_step.h"
+#include "echo/numerics/deficit_loop.h"
 #include "echo/spec_fields.h"
 
 namespace echo {
@@ -15,6 +16,7 @@ const char* compensator_mode_name(CompensatorMode mode) {
     case CompensatorMode::kOff: return "off";
     case CompensatorMode::kSingle: return "single";
     case CompensatorMode::kDual: return "dual";
+    case CompensatorMode::kDeficit: return "deficit";
   }
   return "unknown";
 }
@@ -23,6 +25,7 @@ std::optional<CompensatorMode> parse_compensator_mode(std::string_view name) {
   if (name == "off") return CompensatorMode::kOff;
   if (name == "single") return CompensatorMode::kSingle;
   if (name == "dual") return CompensatorMode::kDual;
+  if (name == "deficit") return CompensatorMode::kDeficit;
   return std::nullopt;
 }
 
@@ -96,6 +99,15 @@ Status CompensatorSpec::validate() const {
                                                     "' act in compensator units 'stream' only (the units are 'site'): "
                                                     "use gains 'own', or units 'stream'");
   }
+  if (mode == CompensatorMode::kDeficit &&
+      (units != CompensatorUnits::kStream || residual != ResidualMode::kLocal || gains != CompensatorGains::kSum ||
+       profile != CompensatorProfile::kFlat)) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("compensator 'deficit' runs with units 'stream', residual 'local', gains 'sum' and "
+                              "profile 'flat' (docs/numerics.md 6.2); got units '") +
+                      compensator_units_name(units) + "', residual '" + residual_mode_name(residual) + "', gains '" +
+                      compensator_gains_name(gains) + "', profile '" + compensator_profile_name(profile) + "'");
+  }
   return Status::Ok();
 }
 
@@ -108,7 +120,8 @@ void compensator_apply(const CompensatorSpec& spec, const CompensatorState& stat
   }
   const float eta = spec.eta;
   const float* m1 = state.m1.data();
-  if (spec.mode == CompensatorMode::kSingle) {
+  if (spec.mode == CompensatorMode::kSingle || spec.mode == CompensatorMode::kDeficit) {
+    // deficit_correction and single_correction are the same product, fp32(eta * m1).
 #pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
     for (std::size_t i = 0; i < count; ++i) {
       const float c = numerics::single_correction(eta, m1[i]);
@@ -140,12 +153,28 @@ void ema_update(std::vector<float>& m, float beta, const float* u, std::size_t c
   }
 }
 
+// Mode 'deficit' without a post-norm (numerics 6.2): A = S(fp32(A + fp32(u - fp32(eta * A)))), the
+// correction recomputed from the same A the apply read.
+void deficit_update(std::vector<float>& m, float eta, const float* u, std::size_t count, DType state_dtype) {
+  const bool bf16 = state_dtype == DType::kBFloat16;
+  float* p = m.data();
+#pragma omp parallel for simd schedule(static) if (count >= (1u << 16))
+  for (std::size_t i = 0; i < count; ++i) {
+    const float d = numerics::undelivered(u[i], numerics::deficit_correction(eta, p[i]));
+    p[i] = numerics::round_state(numerics::deficit_step(p[i], d), bf16);
+  }
+}
+
 }  // namespace
 
 void compensator_update(const CompensatorSpec& spec, CompensatorState& state, const float* residual,
                         std::size_t count) {
   if (spec.mode == CompensatorMode::kOff) return;
   if (state.m1.size() != count) state.m1.assign(count, 0.0f);
+  if (spec.mode == CompensatorMode::kDeficit) {
+    deficit_update(state.m1, spec.eta, residual, count, spec.state_dtype);
+    return;
+  }
   if (spec.mode == CompensatorMode::kSingle) {
     ema_update(state.m1, spec.beta, residual, count, spec.state_dtype);
     return;

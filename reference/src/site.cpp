@@ -29,11 +29,16 @@ Status validate_site(const SiteInfo& site, std::size_t count, const CompensatorS
     return Status(StatusCode::kInvalidArgument,
                   "the site's post-norm weight RMS must be finite and > 0, got " + std::to_string(site.weight_rms));
   }
-  if (compensator.profile != CompensatorProfile::kFlat) {
+  const bool reads_weights =
+      compensator.profile != CompensatorProfile::kFlat || compensator.mode == CompensatorMode::kDeficit;
+  if (reads_weights) {
+    const std::string reader = compensator.mode == CompensatorMode::kDeficit
+                                   ? std::string("compensator 'deficit'")
+                                   : std::string("compensator profile '") +
+                                         compensator_profile_name(compensator.profile) + "'";
     if (site.weights.size() != site.row_length) {
       return Status(StatusCode::kInvalidArgument,
-                    std::string("compensator profile '") + compensator_profile_name(compensator.profile) +
-                        "' needs the site's " + std::to_string(site.row_length) +
+                    reader + " needs the site's " + std::to_string(site.row_length) +
                         " post-norm weights (SiteInfo::weights), and the site holds " +
                         std::to_string(site.weights.size()));
     }

@@ -127,8 +127,10 @@ void visit_fields(Spec& s, Visit&& visit) {
                   "zero-aware | naive | symmetric"},
         s.quant.kind);
   visit(Choice<CompensatorMode>{"compensator",
-                                {CompensatorMode::kDual, CompensatorMode::kSingle, CompensatorMode::kOff},
-                                compensator_mode_name, "dual | single | off"},
+                                {CompensatorMode::kDual, CompensatorMode::kSingle, CompensatorMode::kDeficit,
+                                 CompensatorMode::kOff},
+                                compensator_mode_name,
+                                "dual | single | deficit (a closed loop on the stream's deficit) | off"},
         s.compensator.mode);
   visit(Real{"eta", 0.0f, 1.0f, false, "compensator gain in [0, 1]"}, s.compensator.eta);
   visit(Real{"a", 0.0f, 1.0f, false, "blend weight of the slow average in [0, 1]"}, s.compensator.a);

@@ -8,6 +8,9 @@ bool quantizes(const AllReduceSpec& spec, const TraceInfo& trace) {
 }
 bool exact(const AllReduceSpec& spec, const TraceInfo& trace) { return !quantizes(spec, trace); }
 bool compensates(const AllReduceSpec& spec) { return spec.compensator.mode != CompensatorMode::kOff; }
+// Compensator 'deficit' runs with units 'stream', residual 'local' and gains 'sum' only: the
+// alternatives that change those do not apply to it.
+bool deficit(const AllReduceSpec& spec) { return spec.compensator.mode == CompensatorMode::kDeficit; }
 // A forward trace with post-norm sites: the only calls whose units change any bit.
 bool post_norm_forward(const AllReduceSpec& s, const TraceInfo& t) {
   return compensates(s) && s.direction == Direction::kForward && t.post_norm && *t.post_norm == "rmsnorm";
@@ -67,7 +70,7 @@ const std::vector<Alternative> kAlternatives = {
      "the compensator fed the other residual (global u = x' - y/P against local rounding errors)",
      "numerics.md 6, Residual",
      [](const AllReduceSpec& s, const TraceInfo&) {
-       return compensates(s) && s.algorithm == Algorithm::kOwner;
+       return compensates(s) && !deficit(s) && s.algorithm == Algorithm::kOwner;
      },
      [](AllReduceSpec s) {
        s.compensator.residual = s.compensator.residual == ResidualMode::kGlobal ? ResidualMode::kLocal
@@ -79,7 +82,7 @@ const std::vector<Alternative> kAlternatives = {
      "compensator units 'stream' ignored: the state carried in the sites' own units (no per-row gains)",
      "numerics.md 6.1, steps 4 and 5",
      [](const AllReduceSpec& s, const TraceInfo& t) {
-       return s.compensator.units == CompensatorUnits::kStream && post_norm_forward(s, t);
+       return s.compensator.units == CompensatorUnits::kStream && !deficit(s) && post_norm_forward(s, t);
      },
      [](AllReduceSpec s) {
        s.compensator.units = CompensatorUnits::kSite;
@@ -115,13 +118,19 @@ const std::vector<Alternative> kAlternatives = {
      "compensator gains 'sum' taken as 'own': the update and the apply at the rank's own row RMS",
      "numerics.md 6.1, step 8",
      [](const AllReduceSpec& s, const TraceInfo& t) {
-       return s.compensator.gains == CompensatorGains::kSum && post_norm_forward(s, t);
+       return s.compensator.gains == CompensatorGains::kSum && !deficit(s) && post_norm_forward(s, t);
      },
      [](AllReduceSpec s) {
        s.compensator.gains = CompensatorGains::kOwn;
        return s;
      },
      Alteration::kNone, false},
+    {"deficit-correction-not-subtracted",
+     "compensator 'deficit' updated with the residual u instead of u - c: the correction applied not "
+     "subtracted, the loop left open",
+     "numerics.md 6.2, Update",
+     [](const AllReduceSpec& s, const TraceInfo& t) { return deficit(s) && post_norm_forward(s, t); }, same,
+     Alteration::kDeficitCorrectionNotSubtracted, false},
     {"stream-units-applied",
      "per-row stream gains applied although the spec's compensator units are 'site'",
      "numerics.md 6 and 6.1 (units 'site' is the paper's compensator)",

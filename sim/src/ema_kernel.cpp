@@ -15,6 +15,13 @@ EmaKernel EmaKernel::from(const CompensatorSpec& spec) {
       k.a = 1.0;
       k.beta1 = spec.beta;
       break;
+    case CompensatorMode::kDeficit:
+      // Without a post-norm the deficit loop's correction is the single average at gain 1 and
+      // beta = 1 - eta (docs/numerics.md 6.2), in exact arithmetic.
+      k.eta = 1.0;
+      k.a = 1.0;
+      k.beta1 = 1.0 - static_cast<double>(spec.eta);
+      break;
     case CompensatorMode::kDual:
       k.eta = spec.eta;
       k.a = spec.a;

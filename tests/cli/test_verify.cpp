@@ -86,11 +86,26 @@ PackCase sum_gains_case() {
   return c;
 }
 
+// The pack's compensator 'deficit' trace (clip 1, signed post-norm weights, both site kinds).
+PackCase deficit_case() {
+  PackCase c{"deficit-4bit-clip-local-bf16-p4",
+             "--compensator deficit --compensator-units stream --residual local --compensator-gains sum "
+             "--compensator-clip 1",
+             {}};
+  c.spec.compensator.mode = echo::CompensatorMode::kDeficit;
+  c.spec.compensator.residual = echo::ResidualMode::kLocal;
+  c.spec.compensator.units = echo::CompensatorUnits::kStream;
+  c.spec.compensator.clip = 1.0f;
+  c.spec.compensator.gains = echo::CompensatorGains::kSum;
+  return c;
+}
+
 // A case of the pack on which `mistake` changes the outputs.
 PackCase case_for(const std::string& mistake) {
   if (mistake == "stream-profile-ignored" || mistake == "stream-clip-ignored") return profile_clip_case();
   if (mistake == "stream-units-ignored") return post_norm_case(true);
   if (mistake == "stream-gains-ignored") return sum_gains_case();
+  if (mistake == "deficit-correction-not-subtracted") return deficit_case();
   if (mistake == "stream-units-applied") return post_norm_case(false);
   if (mistake == "ranks-summed-in-reverse") return sum_order_case();
   if (mistake == "exact-path-missing") return exact_case();

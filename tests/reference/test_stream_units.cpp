@@ -9,36 +9,14 @@
 #include "echo/numerics/compensator_step.h"
 #include "echo/numerics/stream_units.h"
 #include "echo/site.h"
+#include "ranks_rows.h"
 #include "test_util.h"
 
 using namespace echo;
 
 namespace {
 
-// P ranks' inputs of `rows` token rows of `width` elements, each rank's rows at its own scale (the
-// gains differ from row to row and rank to rank).
-struct Inputs {
-  Inputs(int ranks, std::size_t rows, std::size_t width, std::uint32_t seed) : count(rows * width) {
-    for (int r = 0; r < ranks; ++r) {
-      std::vector<float> x = echo::test::activations(count, seed + static_cast<std::uint32_t>(r));
-      for (std::size_t t = 0; t < rows; ++t) {
-        for (std::size_t e = 0; e < width; ++e) x[t * width + e] *= 0.25f + 0.5f * static_cast<float>(t + r);
-      }
-      in.push_back(x);
-      out.emplace_back(count);
-      xp.emplace_back(count);
-    }
-    for (int r = 0; r < ranks; ++r) {
-      in_ptr.push_back(in[r].data());
-      out_ptr.push_back(out[r].data());
-      xp_ptr.push_back(xp[r].data());
-    }
-  }
-  std::size_t count;
-  std::vector<std::vector<float>> in, out, xp;
-  std::vector<const float*> in_ptr;
-  std::vector<float*> out_ptr, xp_ptr;
-};
+using Inputs = echo::test::RankRows;
 
 AllReduceSpec stream_spec(ResidualMode residual, CompensatorMode mode = CompensatorMode::kDual) {
   AllReduceSpec spec;

@@ -19,6 +19,10 @@ CLOSED_ROT64_ETA09 = "study-q4rot64-closed@local@clip0.5@eta0.9"
 CLOSED_SETTINGS = [("eta 1", "study-q4-closed@local@clip1@eta1"), ("clip 0.5", "study-q4-closed@local@clip0.5"),
                    ("clip 2", "study-q4-closed@local@clip2"), ("floor 0.3", "study-q4-closed@local@clip1@floor0.3"),
                    ("half the profile", "study-q4-closed@local@clip1@prof0.5")]
+# The toolkit's compensator 'deficit' (docs/numerics.md 6.2): the same loop in the reference's
+# arithmetic (partial sums in bf16), at 4 bits with clip 1 and with the rotation at group 64 and clip 0.5.
+DEFICIT = "p4-deficit-clip1"
+DEFICIT_ROT64 = "p4-rot64-deficit-clip05"
 CLOSED_ROT64_SETTINGS = [("eta 0.9", "study-q4rot64-closed@local@clip0.5@eta0.9"),
                          ("eta 1", "study-q4rot64-closed@local@clip0.5@eta1"),
                          ("clip 1", "study-q4rot64-closed@local@clip1"),
@@ -87,5 +91,16 @@ def closed_loop_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("moby
             f"windows, against {smol('p4-stream-local')} for stream-local; paired "
             f"{against('py2-', CLOSED, 'p4-stream-local', smollm2)}, and with the rotation {smol(CLOSED_ROT64)} "
             f"against "
-            f"{smol('p4-rot64-stream-local')}")
+            f"{smol('p4-rot64-stream-local')}. The toolkit's compensator `deficit` (docs/numerics.md 6.2: "
+            f"`--compensator deficit --compensator-units stream --residual local --compensator-gains sum "
+            f"--compensator-clip 1`), the same loop in the reference's fp32 arithmetic (the study forms the "
+            f"norm's gains in float64), closes {w16c(DEFICIT)} over the 16 windows, paired against "
+            f"the study's row {against('w16c-', DEFICIT, CLOSED)} and against the toolkit's gains-'sum' mode "
+            f"{against('w16c-', DEFICIT, GAINS_SUM)}; over the 64 held-out windows {w64(DEFICIT, 0.5)}, paired "
+            f"against the toolkit's gains-'sum' mode {against('w64-', DEFICIT, GAINS_SUM)}. With the rotation at "
+            f"group 64 and clip 0.5 (`p4-rot64-deficit-clip05`) it closes {w16c(DEFICIT_ROT64)} over the 16 "
+            f"windows, paired against the toolkit's gains-'sum' rotation row "
+            f"{against('w16c-', DEFICIT_ROT64, GAINS_SUM_ROT64_CLIP05_ETA09)} (not run over the held-out "
+            f"windows). On SmolLM2 it closes {smol(DEFICIT)} (against {smol(CLOSED)} for the study's loop) and "
+            f"{smol(DEFICIT_ROT64)} with the rotation")
 

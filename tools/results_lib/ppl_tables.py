@@ -163,13 +163,15 @@ def costs_text(index: Index, text: str, parts: Sequence[Tuple[str, str, int]]) -
 STREAM_GOALS = [
     ("gemma3", "Gemma 3: 4-bit at 4.25 bits", ["w16-p4-stream-local", "w16c-p4-stream-local-sqrt-clip1",
                                                      "w16c-p4-stream-local-sqrt-clip1-eta085",
-                                                     "w16c-p4-stream-local-sqrt-clip1-sum"], "closed", 0.50, "w16-bound-q4"),
+                                                     "w16c-p4-stream-local-sqrt-clip1-sum", "w16c-p4-deficit-clip1"],
+     "closed", 0.50, "w16-bound-q4"),
     ("gemma3", "Gemma 3: rotation at <= 4.5 bits",
      ["w16-p4-rot-stream-local", "w16-p4-rot64-stream-local", "w16c-p4-rot64-stream-local-sqrt-clip1",
       "w16c-p4-rot64-stream-local-sqrt-clip1-eta085", "w16c-p4-rot64-stream-local-sqrt-clip1-eta1",
       "w16c-p4-rot64-stream-local-sqrt-clip2", "w16c-p4-rot64-stream-local-sqrt-clip05",
       "w16c-p4-rot64-stream-local-sqrt-clip1-sum", "w16c-p4-rot64-stream-local-sqrt-clip05-sum",
-      "w16c-p4-rot64-stream-local-sqrt-clip025-sum", "w16c-p4-rot64-stream-local-sqrt-clip05-eta09-sum"], "closed", 0.95,
+      "w16c-p4-rot64-stream-local-sqrt-clip025-sum", "w16c-p4-rot64-stream-local-sqrt-clip05-eta09-sum",
+      "w16c-p4-rot64-deficit-clip05"], "closed", 0.95,
      "w16-bound-q4rot64"),
     ("gemma3", "Gemma 3: 8-bit", ["w16-p4-echo8-stream-local", "w16c-p4-echo8-stream-local-sqrt-clip1-sum"], "d",
      0.01, None),
@@ -281,6 +283,7 @@ def stream_summary_text(index: Index, text: str = "moby") -> str:
     closed_rot = gap_closed(index, row("p4-rot64-stream-local"))
     sqrt = index.row(text, "w16c-" + TOOLKIT_BEST)
     summed = index.row(text, "w16c-" + GAINS_SUM)
+    deficit = index.row(text, "w16c-p4-deficit-clip1")
     return (f"with the compensator's state in stream units (`--compensator-units stream`, through each site's "
             f"post-norm; CPU reference and the one-GPU emulation) Echo 4-bit costs {d('p4-stream-local'):+.3f} and closes {percent(closed)} "
             f"of the uncompensated gap (in site units {d('p4-echo4'):+.2f}), {percent(closed_rot)} with the rotation "
@@ -290,7 +293,9 @@ def stream_summary_text(index: Index, text: str = "moby") -> str:
             f"(`--compensator-profile sqrt --compensator-clip 1`) 4-bit closes "
             f"{100 * gap_closed(index, sqrt):.1f}% ({index.stats(sqrt).d:+.3f}), and with the gains taken from "
             f"the delivered sum's RMS (`--compensator-gains sum`) {100 * gap_closed(index, summed):.1f}% "
-            f"({index.stats(summed).d:+.3f}; rows made beside their own controls)")
+            f"({index.stats(summed).d:+.3f}), and with the closed loop on the stream's deficit (`--compensator "
+            f"deficit`, docs/numerics.md 6.2) {100 * gap_closed(index, deficit):.1f}% ({index.stats(deficit).d:+.3f}; "
+            f"rows made beside their own controls)")
 
 
 def stream_bound_text(gemma: Index, smollm2: Index, texts: Sequence[str] = ("moby", "sotu")) -> str:

@@ -37,6 +37,12 @@ CANDIDATES: List[Tuple[str, Optional[Spec]]] = [
     # setting that closes the most of the gap without the rotation.
     ("stream-local-sqrt-clip1-sum", Spec(compensator_units="stream", residual="local", compensator_profile="sqrt",
                                          compensator_clip=1.0, compensator_gains="sum")),
+    # The closed loop on the stream's deficit (numerics 6.2); on a pre-norm model it is a loop of
+    # its own (not the site units' rows), so advise runs it there too.
+    ("deficit-clip1", Spec(compensator="deficit", compensator_units="stream", residual="local",
+                           compensator_gains="sum", compensator_clip=1.0)),
+    ("rot64-deficit-clip05", Spec(compensator="deficit", compensator_units="stream", residual="local",
+                                  compensator_gains="sum", compensator_clip=0.5, rotation="hadamard", group=64)),
     ("rot-stream-local", Spec(rotation="hadamard", compensator_units="stream", residual="local")),
     ("echo8-stream-local", Spec(bits=8, compensator_units="stream", residual="local")),
 ]

@@ -94,12 +94,13 @@ def check_args(args) -> loading.Source:
 
 def candidates_for(args, post_norm: bool = True) -> list:
     """A Candidate per entry of CANDIDATES; those above --bits-max are skipped, and those in
-    stream units where no site has a post-norm (every gain 1: their site-units rows)."""
+    stream units where no site has a post-norm (every gain 1: their site-units rows), except
+    compensator 'deficit', whose loop differs from every site-units row."""
     out = []
     for name, spec in CANDIDATES:
         bits = 16.0 if spec is None else spec.wire_bits_per_element()
         c = Candidate(name, spec, bits, allreduce_seconds(spec, args.ranks))
-        stream = spec is not None and spec.compensator_units == "stream"
+        stream = spec is not None and spec.compensator_units == "stream" and spec.compensator != "deficit"
         if bits > args.bits_max and spec is not None:
             c.skipped = f"{bits:g} wire bits > --bits-max {args.bits_max:g}"
         elif stream and not post_norm:

@@ -16,6 +16,10 @@ enum class Alteration : std::uint8_t {
   kScaleRoundedToNearest = 1,
   // Owner and exact-path sums formed v_{P-1} + ... + v_0 instead of in rank order (numerics 4).
   kRanksSummedInReverse = 2,
+  // Compensator 'deficit' at a post-norm site: the update adds the residual u through the norm's
+  // gains instead of u - c, the correction applied not subtracted (numerics 6.2, Update): the open
+  // loop the mode closes.
+  kDeficitCorrectionNotSubtracted = 3,
 };
 
 const char* alteration_name(Alteration alteration);

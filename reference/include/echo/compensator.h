@@ -13,7 +13,9 @@
 
 namespace echo {
 
-enum class CompensatorMode : std::uint8_t { kOff = 0, kSingle = 1, kDual = 2 };
+// kDeficit: a closed loop on the stream's deficit (docs/numerics.md 6.2): m1 holds it, m2 is unused;
+//           units 'stream', residual 'local', gains 'sum' and profile 'flat' only.
+enum class CompensatorMode : std::uint8_t { kOff = 0, kSingle = 1, kDual = 2, kDeficit = 3 };
 // kGlobal: u_i = x'_i - y / P (the paper's residual).
 // kLocal: u_i = the rounding errors rank i injected itself (push errors on the segments it sent,
 //         and as owner the gather error of its own segment); sum_i u_i = -delta as in kGlobal.
@@ -33,7 +35,7 @@ enum class CompensatorProfile : std::uint8_t { kFlat = 0, kSqrt = 1 };
 //       site's kind (SiteInfo::kind).
 enum class CompensatorGains : std::uint8_t { kOwn = 0, kSum = 1 };
 
-const char* compensator_mode_name(CompensatorMode mode);  // "off", "single", "dual"
+const char* compensator_mode_name(CompensatorMode mode);  // "off", "single", "dual", "deficit"
 std::optional<CompensatorMode> parse_compensator_mode(std::string_view name);
 const char* residual_mode_name(ResidualMode mode);  // "global", "local"
 std::optional<ResidualMode> parse_residual_mode(std::string_view name);
@@ -65,14 +67,16 @@ struct CompensatorSpec {
   CompensatorGains gains = CompensatorGains::kOwn;
 
   // eta, a in [0, 1]; decays in [0, 1); state_dtype float32 or bfloat16; clip finite and >= 0;
-  // a profile other than flat, a clip, or gains other than 'own' only with units 'stream'.
+  // a profile other than flat, a clip, or gains other than 'own' only with units 'stream'; mode
+  // 'deficit' only with units 'stream', residual 'local', gains 'sum' and profile 'flat'.
   Status validate() const;
 };
 
 // Site kinds with a state of their own under gains 'sum' (SiteKind: 0 attention, 1 MLP).
 constexpr int kSiteKinds = 2;
 
-// One rank's averages for one pass direction; m2 is unused in kSingle mode. Empty means "reset":
+// One rank's averages for one pass direction (mode 'deficit': m1 is its deficit); m2 is unused in
+// modes kSingle and kDeficit. Empty means "reset":
 // the next call sizes it to the message and starts from zero.
 struct CompensatorState {
   std::vector<float> m1;
@@ -87,12 +91,14 @@ struct CompensatorState {
   }
 };
 
-// x_prime[i] = x[i] + c[i] with c = eta * (a * m1 + (1 - a) * m2) (dual) or eta * m1 (single).
+// x_prime[i] = x[i] + c[i] with c = eta * (a * m1 + (1 - a) * m2) (dual) or eta * m1 (single,
+// deficit).
 // An empty state gives c = 0. x and x_prime may alias. A NaN in x_prime is the canonical one.
 void compensator_apply(const CompensatorSpec& spec, const CompensatorState& state, const float* x,
                        std::size_t count, float* x_prime);
 
-// m_j = beta_j * m_j + (1 - beta_j) * u, sizing an empty state to count first.
+// m_j = beta_j * m_j + (1 - beta_j) * u (single, dual), or m1 = m1 + (u - eta * m1) (deficit
+// without a post-norm, numerics 6.2), sizing an empty state to count first.
 void compensator_update(const CompensatorSpec& spec, CompensatorState& state, const float* residual,
                         std::size_t count);
 

@@ -24,7 +24,8 @@ struct SiteInfo {
   // RMS of the norm's effective weights (Gemma's 1 + weight), as post_norm_weight_rms forms it.
   float weight_rms = 0.0f;
   // The norm's effective weights (row_length values, or empty where not known); read only by
-  // compensator profile 'sqrt' (docs/numerics.md 6.1, step 6), which refuses a site without them.
+  // compensator profile 'sqrt' (docs/numerics.md 6.1, step 6) and compensator 'deficit' (6.2),
+  // which refuse a site without them.
   std::vector<float> weights;
   // The site's kind; read only by compensator gains 'sum' (docs/numerics.md 6.1, step 8), which
   // refuses a post-norm site of unknown kind.
@@ -37,8 +38,8 @@ struct SiteInfo {
 SiteInfo post_norm_site(const std::vector<float>& weights);
 
 // Whether `site` serves a call of `count` elements under `compensator`: a post-norm site needs
-// row_length >= 1 dividing count and a finite weight_rms > 0, with profile 'sqrt' its weights, all
-// finite, and with gains 'sum' a known kind (the message names what is wrong).
+// row_length >= 1 dividing count and a finite weight_rms > 0, with profile 'sqrt' or compensator
+// 'deficit' its weights, all finite, and with gains 'sum' a known kind (the message names what is wrong).
 Status validate_site(const SiteInfo& site, std::size_t count, const CompensatorSpec& compensator);
 
 // Whether a call of `spec` needs its site (allreduce_at_site): compensator units 'stream' on a

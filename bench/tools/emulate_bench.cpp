@@ -3,7 +3,9 @@
 //   echo_cuda_emulate_bench [elements] [ranks] [bits] [compensator] [dtype] [iterations] [options]
 // Defaults: 16777216 elements per rank, 4 ranks, 4 bits, dual, bf16, 50 iterations, no options (the
 // speed goal of docs/performance.md). compensator: off, single, dual (global residual, fp32 state),
-// dual-local, dual-bf16 (global, bf16 state), dual-local-bf16. options: none (overflow-groups
+// dual-local, dual-bf16 (global, bf16 state), dual-local-bf16, deficit (docs/numerics.md 6.2: units
+// 'stream', local residual, gains 'sum', fp32 state; without a stream option a site without a
+// post-norm). options: none (overflow-groups
 // poison, no rotation: the kernel without the options' code), wide (overflow-groups wide, the
 // default spec's; the data stays below the fp16 scale limit, so this is the cost of the variant
 // alone), rotation (Hadamard, poison), wide-rotation (docs/numerics.md 2.4, 2.6), stream
@@ -36,7 +38,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: echo_cuda_emulate_bench [elements] [ranks] [bits] [compensator] [dtype] [iterations] [options]\n"
-    "  compensator: off, single, dual, dual-local, dual-bf16, dual-local-bf16\n"
+    "  compensator: off, single, dual, dual-local, dual-bf16, dual-local-bf16, deficit\n"
     "  dtype: bf16, fp16, fp32\n"
     "  options: none, wide, rotation, wide-rotation, stream, stream-sqrt-clip\n";
 
@@ -80,6 +82,11 @@ CompensatorSpec compensator_of(const std::string& name) {
     c.mode = CompensatorMode::kDual;
     c.residual = name.find("local") != std::string::npos ? ResidualMode::kLocal : ResidualMode::kGlobal;
     c.state_dtype = name.find("bf16") != std::string::npos ? DType::kBFloat16 : DType::kFloat32;
+  } else if (name == "deficit") {
+    c.mode = CompensatorMode::kDeficit;
+    c.residual = ResidualMode::kLocal;
+    c.units = CompensatorUnits::kStream;
+    c.gains = CompensatorGains::kSum;
   } else {
     usage_error("unknown compensator '" + name + "'");
   }
@@ -181,6 +188,7 @@ int main(int argc, char** argv) {
   args.workspace = workspace;
   void* gains = nullptr;
   void* weights = nullptr;
+  void* ratios = nullptr;
   if (stream_units) {
     std::vector<float> w(kStreamRow);
     for (std::size_t j = 0; j < w.size(); ++j) w[j] = 1.0f + 0.75f * std::sin(0.37f * static_cast<float>(j));
@@ -191,6 +199,13 @@ int main(int argc, char** argv) {
     ok(cudaMemcpy(weights, w.data(), w.size() * 4, cudaMemcpyHostToDevice), "upload weights");
     args.gains = gains;
     args.weights = static_cast<const float*>(weights);
+    // Gains 'sum' (compensator deficit): every call at an attention site, its row ratios kept.
+    args.site.kind = SiteKind::kAttention;
+    args.ratios_bytes = cuda::emulate_ratios_bytes(spec, P, n, args.site);
+    if (args.ratios_bytes != 0) {
+      ok(cudaMalloc(&ratios, args.ratios_bytes), "cudaMalloc ratios");
+      args.ratios = ratios;
+    }
   }
   args.state_bytes = cuda::emulate_state_bytes(spec, P, n);
   if (args.state_bytes != 0) {
@@ -252,6 +267,7 @@ int main(int argc, char** argv) {
   cudaFree(copy_dst);
   cudaFree(gains);
   cudaFree(weights);
+  cudaFree(ratios);
   cudaStreamDestroy(stream);
   return 0;
 }

@@ -13,6 +13,13 @@ Status can_implement(const AllReduceSpec& spec, int ranks) {
     return Status(StatusCode::kUnsupported,
                   "the CUDA path implements bits 4 and 8, got " + std::to_string(spec.quant.bits));
   }
+  // Before the units: a backward call needs no site, and the kernels have no deficit update either.
+  if (spec.compensator.mode == CompensatorMode::kDeficit) {
+    return Status(StatusCode::kUnsupported,
+                  "the CUDA path implements compensator 'deficit' (docs/numerics.md 6.2) only in the one-GPU "
+                  "emulation (echo/cuda/emulate.h), not in its peer-to-peer kernels (forward or backward); the CPU "
+                  "reference runs it too");
+  }
   if (needs_site(spec)) {
     return Status(StatusCode::kUnsupported,
                   "the CUDA path implements compensator units 'site' only in its peer-to-peer kernels (units "

@@ -43,14 +43,20 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
     return Status(s.code(), "emulate_allreduce: " + s.message());
   }
   if (a.count == 0) return invalid("count must be >= 1");
-  const bool profile = a.spec.compensator.profile == CompensatorProfile::kSqrt;
+  const bool deficit = a.spec.compensator.mode == CompensatorMode::kDeficit;
+  const bool reads_weights = a.spec.compensator.profile == CompensatorProfile::kSqrt || deficit;
   if (needs_site(a.spec)) {
-    // The kernels read profile 'sqrt''s weights on the device: host weights are checked where given.
+    // The kernels read the weights of profile 'sqrt' and mode 'deficit' on the device: host weights
+    // are checked where given (validate_site asks for them only for those two).
     CompensatorSpec host_check = a.spec.compensator;
-    if (a.site.weights.empty()) host_check.profile = CompensatorProfile::kFlat;
+    if (a.site.weights.empty()) {
+      host_check.profile = CompensatorProfile::kFlat;
+      if (deficit) host_check.mode = CompensatorMode::kSingle;
+    }
     if (Status s = validate_site(a.site, a.count, host_check); !s.ok()) return invalid(s.message());
-    if (profile && a.site.has_post_norm && a.weights == nullptr) {
-      return invalid("compensator profile 'sqrt' at a site with a post-norm needs the norm's weights on the device "
+    if (reads_weights && a.site.has_post_norm && a.weights == nullptr) {
+      const std::string reader = deficit ? "compensator 'deficit'" : "compensator profile 'sqrt'";
+      return invalid(reader + " at a site with a post-norm needs the norm's weights on the device "
                      "(EmulateArguments::weights, " + std::to_string(a.site.row_length) + " fp32)");
     }
   }
@@ -86,7 +92,7 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
                      std::to_string(gains) + " bytes of device memory)");
     }
     if (!aligned_to(a.gains, 8)) return invalid("gains is not 8-byte aligned");
-    if (profile && !aligned_to(a.weights, 4)) return invalid("weights is not 4-byte aligned");
+    if (reads_weights && !aligned_to(a.weights, 4)) return invalid("weights is not 4-byte aligned");
     if (a.gains_bytes < gains) {
       return invalid("gains holds " + std::to_string(a.gains_bytes) + " bytes, the call needs " + std::to_string(gains) +
                      " (emulate_gains_bytes)");
@@ -112,7 +118,7 @@ Status check_arguments(const EmulateArguments& a, std::vector<Buffer>* buffers) 
   if (comp) buffers->push_back({"state", a.state, need});
   if (a.compensated != nullptr) buffers->push_back({"compensated", a.compensated, a.count * 4 * ranks});
   if (gains != 0) buffers->push_back({"gains", a.gains, gains});
-  if (gains != 0 && profile) buffers->push_back({"weights", a.weights, a.site.row_length * sizeof(float)});
+  if (gains != 0 && reads_weights) buffers->push_back({"weights", a.weights, a.site.row_length * sizeof(float)});
   if (ratios != 0) buffers->push_back({"ratios", a.ratios, ratios});
   for (std::size_t i = 0; i < buffers->size(); ++i) {
     for (std::size_t j = i + 1; j < buffers->size(); ++j) {
@@ -230,8 +236,13 @@ Status emulate_allreduce(const EmulateArguments& args, cudaStream_t stream) {
     p.weight_rms = args.site.weight_rms;
     p.clip = spec.compensator.clip;
     p.clip_bounds = gains.bounds_offset != 0 ? reinterpret_cast<float*>(scratch + gains.bounds_offset) : nullptr;
-    p.profile_factors = gains.factors_offset != 0 ? reinterpret_cast<float*>(scratch + gains.factors_offset) : nullptr;
-    p.weights = p.profile_factors != nullptr ? args.weights : nullptr;
+    // The per-feature terms: profile 'sqrt''s factors or mode 'deficit''s floored weights (the mode
+    // runs with profile 'flat' only).
+    float* per_feature = gains.factors_offset != 0 ? reinterpret_cast<float*>(scratch + gains.factors_offset) : nullptr;
+    const bool deficit = spec.compensator.mode == CompensatorMode::kDeficit;
+    p.profile_factors = deficit ? nullptr : per_feature;
+    p.deficit_weights = deficit ? per_feature : nullptr;
+    p.weights = per_feature != nullptr ? args.weights : nullptr;
     if (gains.own_rms_offset != 0) {
       p.own_rms = reinterpret_cast<float*>(scratch + gains.own_rms_offset);
       p.sum_residuals = reinterpret_cast<float*>(scratch + gains.residuals_offset);

@@ -14,8 +14,9 @@ namespace echo::cuda {
 
 // A state buffer: a 256-byte header (the reset mark, an int, at offset 0; with compensator gains
 // 'sum' one int per site kind at kEmulateRatiosHeldOffset, 1 where EmulateArguments::ratios holds
-// that kind's row ratios), then m1 of every rank, then m2 (dual mode). Rank rows are padded to 64
-// elements, so every 4-element lane of the kernels starts 16-byte (fp32) or 8-byte (bf16) aligned.
+// that kind's row ratios), then m1 of every rank (mode 'deficit': its deficit A), then m2 (dual
+// mode). Rank rows are padded to 64 elements, so every 4-element lane of the kernels starts 16-byte
+// (fp32) or 8-byte (bf16) aligned.
 inline constexpr std::size_t kEmulateStateHeaderBytes = 256;
 inline constexpr std::size_t kEmulateRatiosHeldOffset = 16;
 inline constexpr std::size_t kEmulateRowAlign = 64;
@@ -78,7 +79,7 @@ struct EmulateParams {
   // and profile 'sqrt''s factor f_j at profile_factors[j], formed from the device weights.
   float* clip_bounds;
   float* profile_factors;
-  const float* weights;            // [row_length] the post-norm's effective weights (profile 'sqrt')
+  const float* weights;            // [row_length] the post-norm's weights (profile 'sqrt', mode 'deficit')
   float clip;
   // Gains 'sum' (step 8; else null): each rank's own row RMS at own_rms[r * stream_rows + t] (the
   // gains kernel's), the residuals the main kernel leaves for the update at sum_residuals[r *
@@ -89,14 +90,21 @@ struct EmulateParams {
   float* row_ratios;
   int* ratios_held;
   int site_kind;
+  // Mode 'deficit' (docs/numerics.md 6.2; else null), which runs with gains 'sum' and profile 'flat':
+  // the floored weights wf_j at deficit_weights[j], in the gains scratch where profile 'sqrt' keeps
+  // its factors (the gains kernel forms them from `weights`); stream_gains[r * stream_rows +
+  // t].from_stream holds the row's estimate e in place of R, and sum_residuals the undelivered part
+  // d = fp32(u - c) in place of u (c the correction applied, after the clip).
+  float* deficit_weights;
 };
 
 // The gains scratch of a call in stream units at a post-norm site: the rows' gains of every rank,
-// then (clip > 0) their clip bounds, then (profile 'sqrt') the site's profile factors; offsets in
-// bytes, 0 for a part the call does not use.
+// then (clip > 0) their clip bounds, then the site's per-feature terms (profile 'sqrt''s factors
+// f_j, or mode 'deficit''s floored weights wf_j); offsets in bytes, 0 for a part the call does not
+// use.
 struct EmulateGainsLayout {
   std::size_t bounds_offset = 0;
-  std::size_t factors_offset = 0;
+  std::size_t factors_offset = 0;    // profile 'sqrt' or mode 'deficit': row_length floats
   std::size_t own_rms_offset = 0;    // gains 'sum': P * rows floats
   std::size_t residuals_offset = 0;  // gains 'sum': P * emulate_row_stride(count) floats, 16-byte aligned
   std::size_t total_bytes = 0;  // 0 when the call needs no scratch
@@ -112,7 +120,7 @@ inline EmulateGainsLayout emulate_gains_layout(const AllReduceSpec& spec, int ra
     l.bounds_offset = l.total_bytes;
     l.total_bytes += sizeof(float) * rows;
   }
-  if (spec.compensator.profile == CompensatorProfile::kSqrt) {
+  if (spec.compensator.profile == CompensatorProfile::kSqrt || spec.compensator.mode == CompensatorMode::kDeficit) {
     l.factors_offset = l.total_bytes;
     l.total_bytes += sizeof(float) * site.row_length;
   }
@@ -140,11 +148,14 @@ inline std::size_t emulate_ratios_layout_bytes(const AllReduceSpec& spec, int ra
 // Backward calls: max |x'| over every rank into report->max_abs_bits (zeroed before).
 cudaError_t emulate_backward_max(DType dtype, const EmulateParams& p, cudaStream_t stream);
 // Stream units: the gains of every rank's rows into p.stream_gains (numerics 6.1 steps 1-3), their
-// clip bounds into p.clip_bounds (step 7) and the profile factors into p.profile_factors (step 6).
+// clip bounds into p.clip_bounds (step 7) and the profile factors into p.profile_factors (step 6);
+// in mode 'deficit' each row's estimate e in R's place and the floored weights into
+// p.deficit_weights (numerics 6.2).
 cudaError_t emulate_stream_gains(DType dtype, const EmulateParams& p, cudaStream_t stream);
 // Gains 'sum', after the main kernel: each row's RMS r of the delivered output, every rank's update
-// of its averages from p.sum_residuals at G = w / r, its row ratios r / rho of the call's kind, and
-// that kind marked held (numerics 6.1 step 8).
+// of its averages from p.sum_residuals at G = w / r (mode 'deficit': its deficit from the
+// undelivered parts there at G_j = w_j / r, numerics 6.2), its row ratios r / rho of the call's
+// kind, and that kind marked held (numerics 6.1 step 8).
 cudaError_t emulate_sum_update(DType dtype, const EmulateParams& p, cudaStream_t stream);
 // The quantized owner all-reduce, or (exact) the exact small-message path.
 cudaError_t emulate_main(DType dtype, bool exact, const EmulateParams& p, cudaStream_t stream);

@@ -80,6 +80,30 @@ BOOST_AUTO_TEST_CASE(stream_units_are_refused_by_the_peer_to_peer_kernels) {
   BOOST_TEST(can_implement(spec, 4).ok());
 }
 
+// Compensator 'deficit' (docs/numerics.md 6.2) runs in the one-GPU emulation alone: refused in either
+// direction (a backward call needs no site, so the units' check would let it through), naming the
+// mode.
+BOOST_AUTO_TEST_CASE(the_deficit_loop_is_refused_by_the_peer_to_peer_kernels) {
+  AllReduceSpec spec;
+  spec.compensator.mode = CompensatorMode::kDeficit;
+  spec.compensator.units = CompensatorUnits::kStream;
+  spec.compensator.residual = ResidualMode::kLocal;
+  spec.compensator.gains = CompensatorGains::kSum;
+  for (Direction direction : {Direction::kForward, Direction::kBackward}) {
+    for (DType state : {DType::kFloat32, DType::kBFloat16}) {
+      spec.direction = direction;
+      spec.compensator.state_dtype = state;
+      const Status s = can_implement(spec, 4);
+      BOOST_TEST((s.code() == StatusCode::kUnsupported));
+      BOOST_TEST(s.message().find("implements compensator 'deficit'") != std::string::npos);
+      BOOST_TEST(s.message().find("not in its peer-to-peer kernels") != std::string::npos);
+    }
+  }
+  // Settings the mode does not run with are invalid before they are unsupported.
+  spec.compensator.residual = ResidualMode::kGlobal;
+  BOOST_TEST((can_implement(spec, 4).code() == StatusCode::kInvalidArgument));
+}
+
 BOOST_AUTO_TEST_CASE(invalid_specs_are_invalid_arguments_first) {
   AllReduceSpec spec;
   spec.quant.bits = 9;  // invalid, not merely unsupported

@@ -4,8 +4,9 @@
 // types, dtypes, P = 1..8, awkward sizes, the exact path at its boundary, backward scaling,
 // non-finite inputs and values near the fp16 parameter limit, wide groups and the Hadamard rotation
 // (docs/numerics.md 2.4, 2.6), compensator units 'stream' at a post-norm site (6.1, against
-// echo::allreduce_at_site); in place, on unaligned rows and replayed from a CUDA graph; host memory
-// is refused (the other argument checks need no GPU: test_emulate_args.cpp).
+// echo::allreduce_at_site) and compensator 'deficit' (6.2); in place, on unaligned rows and replayed
+// from a CUDA graph; host memory is refused (the other argument checks need no GPU:
+// test_emulate_args.cpp).
 #include <boost/test/unit_test.hpp>
 
 #include <cuda_runtime_api.h>
@@ -221,7 +222,7 @@ struct Rig {
   SiteInfo site;
   void* gains = nullptr;
   std::size_t gains_bytes = 0;
-  float* weights = nullptr;  // the site's weights on the device (profile 'sqrt')
+  float* weights = nullptr;  // the site's weights on the device (profile 'sqrt', compensator 'deficit')
   void* ratios = nullptr;    // gains 'sum': the row ratios kept between a pass's calls
   std::size_t ratios_bytes = 0;
   cudaStream_t stream = nullptr;
@@ -252,7 +253,7 @@ struct Rig {
     kind_known.kind = SiteKind::kAttention;
     ratios_bytes = cuda::emulate_ratios_bytes(forward, ranks, n, kind_known);
     if (ratios_bytes != 0) TEST_CUDA(cudaMalloc(&ratios, ratios_bytes));
-    if (c.profile_sqrt && !site.weights.empty()) {
+    if ((c.profile_sqrt || c.mode == CompensatorMode::kDeficit) && !site.weights.empty()) {
       TEST_CUDA(cudaMalloc(&weights, site.weights.size() * 4));
       TEST_CUDA(cudaMemcpy(weights, site.weights.data(), site.weights.size() * 4, cudaMemcpyHostToDevice));
     }
@@ -318,6 +319,13 @@ struct Rig {
     TEST_CUDA(cudaStreamSynchronize(stream));
     TEST_CUDA(cudaMemcpy(x.data(), compensated + static_cast<std::size_t>(r) * n, n * 4, cudaMemcpyDeviceToHost));
     return x;
+  }
+  // Gains 'sum': the row ratios as the emulation keeps them, kind-major, then rank, then row.
+  std::vector<float> download_ratios() {
+    std::vector<float> v(ratios_bytes / 4);
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    TEST_CUDA(cudaMemcpy(v.data(), ratios, v.size() * 4, cudaMemcpyDeviceToHost));
+    return v;
   }
 };
 
@@ -421,6 +429,24 @@ void check_call(const Case& c, Rig& rig, Direction d, std::vector<CompensatorSta
         BOOST_REQUIRE_MESSAGE(bits_equal(m2.data(), states[r].m2.data(), n, &at),
                               what + ": m2 of rank " + std::to_string(r) + " differs at " + std::to_string(at) + ": " +
                                   hex(m2[at]) + " vs " + hex(states[r].m2[at]));
+      }
+    }
+  }
+  if (comp && c.gains_sum && d == Direction::kForward && rig.ratios != nullptr && rig.site.has_post_norm) {
+    // The row ratios of every kind the reference holds (one per rank and row; a kind it does not
+    // hold is not read by the next call either).
+    const std::vector<float> ratios = rig.download_ratios();
+    const std::size_t rows = n / rig.site.row_length;
+    for (int r = 0; r < P; ++r) {
+      for (int k = 0; k < kSiteKinds; ++k) {
+        const std::vector<float>& want = states[r].row_ratios[static_cast<std::size_t>(k)];
+        if (want.empty()) continue;
+        BOOST_REQUIRE_EQUAL(want.size(), rows);
+        const float* got = ratios.data() + (static_cast<std::size_t>(k) * P + static_cast<std::size_t>(r)) * rows;
+        BOOST_REQUIRE_MESSAGE(bits_equal(got, want.data(), rows, &at),
+                              what + ": row ratio of kind " + std::to_string(k) + ", rank " + std::to_string(r) +
+                                  " differs at row " + std::to_string(at) + ": " + hex(got[at]) + " vs " +
+                                  hex(want[at]));
       }
     }
   }
@@ -765,6 +791,117 @@ BOOST_AUTO_TEST_CASE(stream_units) {
   c.stream = true;
   c.ranks = 3;
   check_case(c, {1000, 4099}, 1, 3);
+}
+
+// Case i of a deficit sweep (docs/numerics.md 6.2): compensator 'deficit' in the settings it runs
+// with (units 'stream', the local residual, gains 'sum': forward calls at sites of kind attention,
+// MLP, attention, ... as check_call gives them) with state type `state`, at a post-norm of `row`
+// elements (0: a site without one) whose weights take both signs and values near 0, so that the
+// floor of wf_j acts, and whose gain alternates between 0.5 and 40.
+Case deficit_case(std::size_t row, DType state, int i) {
+  Case c;
+  c.mode = CompensatorMode::kDeficit;
+  c.residual = ResidualMode::kLocal;
+  c.state_dtype = state;
+  c.stream = true;
+  c.gains_sum = true;
+  c.row_length = row;
+  c.weight_swing = 1.2f;
+  c.weight_scale = i % 2 ? 40.0f : 0.5f;
+  return c;
+}
+
+// Compensator 'deficit' at a post-norm site against echo::allreduce_at_site: the rows' estimates e
+// in place of R and the floored weights wf_j (the gains kernel), c = fp32(fp32(eta * A) * fp32(e /
+// wf_j)) and the clip per element, the undelivered part fp32(u - c) left for the update and A +
+// fp32(d * fp32(w_j / r)) after delivery, with the row ratios of both kinds; two passes of five
+// calls (the reset clears the ratios held), with and without the clip and the rotation, fp32 and
+// bf16 inputs and state, P = 4 and 8, groups of 32 and 128, rows that end inside a lane (100, 7),
+// on the quantized and the exact path; then fp16 inputs at P = 3 and 5.
+BOOST_AUTO_TEST_CASE(deficit_at_post_norm_sites) {
+  if (!have_gpu()) return;
+  const std::size_t rows[] = {640, 100, 7};
+  int i = 0;
+  for (Rotation rotation : {Rotation::kNone, Rotation::kHadamard}) {
+    for (int group : {32, 128}) {
+      for (int ranks : {4, 8}) {
+        for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+          for (DType state : {DType::kFloat32, DType::kBFloat16}) {
+            for (float clip : {0.0f, 1.0f}) {
+              const std::size_t row = rows[i % 3];
+              Case c = deficit_case(row, state, i);
+              c.rotation = rotation;
+              c.overflow = OverflowGroups::kWide;
+              c.group = group;
+              c.ranks = ranks;
+              c.dtype = dtype;
+              c.clip = clip;
+              c.bits = i % 4 == 2 ? 8 : 4;
+              c.kind = kKinds[i % 3];
+              c.eta_one = i % 5 == 1;
+              c.exact_max_count = i % 7 == 3 ? 1u << 20 : 0;
+              check_case(c, {row * 8, row * 33}, 2, 5);
+              ++i;
+            }
+          }
+        }
+      }
+    }
+  }
+  for (int ranks : {3, 5}) {
+    for (float clip : {0.0f, 0.5f}) {
+      Case c = deficit_case(ranks == 3 ? 640 : 100, DType::kFloat32, i);
+      c.dtype = DType::kFloat16;
+      c.ranks = ranks;
+      c.clip = clip;
+      c.group = 64;
+      c.overflow = OverflowGroups::kWide;
+      c.rotation = clip != 0.0f ? Rotation::kHadamard : Rotation::kNone;
+      check_case(c, {c.row_length * 8, c.row_length * 33}, 1, 5);
+      ++i;
+    }
+  }
+}
+
+// Compensator 'deficit' without a post-norm: at a site without one (forward) and in every backward
+// call, A = S(fp32(A + fp32(u - fp32(eta * A)))) from c = fp32(eta * A), through the kernels of the
+// paper's units (the batched loads of the quantized kernel, the rotation's and the exact one);
+// forward and backward calls alternate, each direction with its state, and at a post-norm site the
+// forward calls take the site's loop between them. Some cases with NaN, +-Inf and values at the
+// dtypes' limits.
+BOOST_AUTO_TEST_CASE(deficit_without_post_norm) {
+  if (!have_gpu()) return;
+  int i = 0;
+  for (std::size_t row : {std::size_t{0}, std::size_t{640}}) {
+    for (DType dtype : kDTypes) {
+      for (DType state : {DType::kFloat32, DType::kBFloat16}) {
+        for (int group : {32, 128}) {
+          Case c = deficit_case(row, state, i);
+          c.dtype = dtype;
+          c.group = group;
+          c.ranks = 1 + (3 * i + 1) % kMaxRanks;
+          c.kind = kKinds[i % 3];
+          c.rotation = i % 3 == 1 ? Rotation::kHadamard : Rotation::kNone;
+          c.overflow = i % 2 ? OverflowGroups::kWide : OverflowGroups::kPoison;
+          c.exact_max_count = i % 4 == 3 ? 1u << 20 : 0;
+          c.specials = row == 0 && i % 5 == 2;
+          const std::vector<std::size_t> sizes =
+              row == 0 ? std::vector<std::size_t>{1000, 4099} : std::vector<std::size_t>{row * 8, row * 33};
+          check_case(c, sizes, 2, 6, true);
+          ++i;
+        }
+      }
+    }
+  }
+  // Backward alone, magnitudes far from 1 (the shared exponent far from 0).
+  for (float magnitude : {0x1p-30f, 0x1p+30f}) {
+    Case c = deficit_case(0, DType::kBFloat16, i);
+    c.direction = Direction::kBackward;
+    c.magnitude = magnitude;
+    c.ranks = 4;
+    check_case(c, {3001}, 1, 4);
+    ++i;
+  }
 }
 
 // Wide groups keep finite inputs finite (docs/numerics.md 2.4): groups at and just past the fp16

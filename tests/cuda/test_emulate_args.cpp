@@ -186,3 +186,62 @@ BOOST_AUTO_TEST_CASE(stream_units_check_their_site_and_gains) {
   s.compensator.units = CompensatorUnits::kSite;
   BOOST_CHECK_EQUAL(cuda::emulate_gains_bytes(s, 4, 1280, good.site), 0u);
 }
+
+// Compensator 'deficit' (docs/numerics.md 6.2): its state is m1 alone, as single's; at a post-norm
+// site its gains scratch adds the floored weights wf_j (one per feature) to gains 'sum''s, and it
+// needs the norm's weights on the device (a host copy, where given, is checked too).
+BOOST_AUTO_TEST_CASE(deficit_checks_its_weights_and_scratch) {
+  cuda::EmulateArguments good = fake_arguments(4, 1280);
+  good.state = at(0x40000000);
+  good.spec.compensator.mode = CompensatorMode::kDeficit;
+  good.spec.compensator.units = CompensatorUnits::kStream;
+  good.spec.compensator.residual = ResidualMode::kLocal;
+  good.spec.compensator.gains = CompensatorGains::kSum;
+  good.state_bytes = cuda::emulate_state_bytes(good.spec, good.ranks, good.count);
+  good.site.has_post_norm = true;
+  good.site.row_length = 640;
+  good.site.weight_rms = 2.0f;
+  good.site.kind = SiteKind::kMlp;
+  AllReduceSpec single = good.spec;
+  single.compensator.mode = CompensatorMode::kSingle;
+  BOOST_CHECK_EQUAL(good.state_bytes, cuda::emulate_state_bytes(single, 4, 1280));
+  const std::size_t gains = cuda::emulate_gains_bytes(good.spec, 4, 1280, good.site);
+  BOOST_CHECK_EQUAL(gains, cuda::emulate_gains_bytes(single, 4, 1280, good.site) + 4u * 640);
+  good.gains = at(0x50000000);
+  good.gains_bytes = gains;
+  good.ratios = at(0x70000000);
+  good.ratios_bytes = cuda::emulate_ratios_bytes(good.spec, 4, 1280, good.site);
+  BOOST_CHECK_EQUAL(good.ratios_bytes, 4u * 2 * 4 * 2);
+  auto refused = [](const cuda::EmulateArguments& a, StatusCode code, const std::string& words) {
+    const Status s = cuda::emulate_allreduce(a, nullptr);
+    BOOST_CHECK_MESSAGE(!s.ok() && s.code() == code && s.message().find(words) != std::string::npos,
+                        "expected '" << words << "', got: " << s.message());
+  };
+  cuda::EmulateArguments a = good;
+  refused(a, StatusCode::kInvalidArgument,
+          "compensator 'deficit' at a site with a post-norm needs the norm's weights on the device "
+          "(EmulateArguments::weights, 640 fp32)");
+  a.weights = static_cast<const float*>(at(0x60000002));
+  refused(a, StatusCode::kInvalidArgument, "weights is not 4-byte aligned");
+  a.weights = static_cast<const float*>(at(0x50000000 + 64));
+  refused(a, StatusCode::kInvalidArgument, "gains and weights overlap");
+  a.site.weights.assign(320, 1.0f);
+  refused(a, StatusCode::kInvalidArgument, "compensator 'deficit' needs the site's 640 post-norm weights");
+  a.site.weights.assign(640, 1.0f);
+  a.site.weights[17] = std::numeric_limits<float>::infinity();
+  refused(a, StatusCode::kInvalidArgument, "weight 17");
+  a = good;
+  a.weights = static_cast<const float*>(at(0x60000000));
+  a.gains_bytes = gains - 1;
+  refused(a, StatusCode::kInvalidArgument, "the call needs " + std::to_string(gains));
+  // Only in the settings it runs with.
+  a = good;
+  a.spec.compensator.profile = CompensatorProfile::kSqrt;
+  refused(a, StatusCode::kInvalidArgument, "compensator 'deficit' runs with units 'stream'");
+  // A site without a post-norm and backward calls need no scratch and no weights.
+  BOOST_CHECK_EQUAL(cuda::emulate_gains_bytes(good.spec, 4, 1280, SiteInfo{}), 0u);
+  AllReduceSpec backward = good.spec;
+  backward.direction = Direction::kBackward;
+  BOOST_CHECK_EQUAL(cuda::emulate_gains_bytes(backward, 4, 1280, good.site), 0u);
+  BOOST_CHECK_EQUAL(cuda::emulate_ratios_bytes(backward, 4, 1280, good.site), 0u);
+}

@@ -7,29 +7,42 @@
 #include "device/lane_io.cuh"
 #include "echo/numerics/backward_scale.h"
 #include "echo/numerics/compensator_step.h"
+#include "echo/numerics/deficit_loop.h"
 
 namespace echo::cuda::device {
 
-// c and x' = x + c (docs/numerics.md 6). `fresh`: the state was just reset, c = 0 and x' = x
-// exactly (x + 0 would turn -0 into +0), as the reference does for an empty state. A NaN in x' is
-// left as the hardware makes it: it matters only where x' is stored, which canonicalizes it.
-// The correction c of numerics 6 from a lane element's averages.
+// The compensator steps below serve the paper's modes, single and dual, and where their kDeficit
+// argument is true mode 'deficit' too (docs/numerics.md 6.2, its steps without a post-norm): the
+// one-GPU emulation's kernels that run that mode compile them so. The peer-to-peer kernels compile
+// them without it: can_implement refuses mode 'deficit' in either direction, so no call of theirs
+// holds it.
+
+// The correction c of numerics 6 from a lane element's averages; with kDeficit, mode 'deficit''s
+// fp32(eta * A) (numerics 6.2, without a post-norm), the same product as single's.
+template <bool kDeficit = false>
 __device__ __forceinline__ float correction(const CompensatorArgs& c, float m1, float m2) {
+  if constexpr (kDeficit) {
+    if (c.mode == CompensatorMode::kDeficit) return numerics::deficit_correction(c.eta, m1);
+  }
   return c.mode == CompensatorMode::kSingle ? numerics::single_correction(c.eta, m1)
                                             : numerics::dual_correction(c.eta, c.a, c.oa, m1, m2);
 }
 
+template <bool kDeficit = false>
 __device__ __forceinline__ float compensated_value(const CompensatorArgs& c, float m1, float m2, float x) {
-  return numerics::compensate(x, correction(c, m1, m2));
+  return numerics::compensate(x, correction<kDeficit>(c, m1, m2));
 }
 
-template <int E>
+// c and x' = x + c (docs/numerics.md 6). `fresh`: the state was just reset, c = 0 and x' = x
+// exactly (x + 0 would turn -0 into +0), as the reference does for an empty state. A NaN in x' is
+// left as the hardware makes it: it matters only where x' is stored, which canonicalizes it.
+template <int E, bool kDeficit = false>
 __device__ __forceinline__ void apply_compensation(const CompensatorArgs& c, bool fresh,
                                                    const float (&m1)[E], const float (&m2)[E],
                                                    float (&x)[E]) {
   if (c.mode == CompensatorMode::kOff || fresh) return;
 #pragma unroll
-  for (int k = 0; k < E; ++k) x[k] = compensated_value(c, m1[k], m2[k], x[k]);
+  for (int k = 0; k < E; ++k) x[k] = compensated_value<kDeficit>(c, m1[k], m2[k], x[k]);
 }
 
 // m_j = beta_j * m_j + (1 - beta_j) * u (numerics::ema_step, under the kernels' name); the lane's
@@ -39,9 +52,34 @@ __device__ __forceinline__ float ema(float beta, float m, float one_minus_beta, 
   return numerics::ema_step(beta, m, one_minus_beta, u);
 }
 
+// Mode 'deficit' without a post-norm (numerics 6.2): A = fp32(A + fp32(u - fp32(eta * A))), the
+// correction recomputed from the A the apply read.
+__device__ __forceinline__ float deficit_update(float eta, float deficit, float u) {
+  return numerics::deficit_step(deficit, numerics::undelivered(u, numerics::deficit_correction(eta, deficit)));
+}
+
+// Mode 'deficit' at a post-norm site (numerics 6.2): A = fp32(A + fp32(d * G_j)) per element, d the
+// undelivered part and G_j the feature's gain; NaN averages canonical, as update_state leaves them.
 template <int E>
+__device__ __forceinline__ void update_deficit_at_site(const float (&d)[E], const float (&g)[E], float (&m1)[E]) {
+#pragma unroll
+  for (int k = 0; k < E; ++k) m1[k] = numerics::deficit_step(m1[k], d[k], g[k]);
+  canonicalize_lane<E>(m1);
+}
+
+// The averages' update from the residual u: ema_step (single: m1 alone; dual), and with kDeficit
+// mode 'deficit''s step without a post-norm (m1 alone).
+template <int E, bool kDeficit = false>
 __device__ __forceinline__ void update_state(const CompensatorArgs& c, const float (&u)[E],
                                              float (&m1)[E], float (&m2)[E]) {
+  if constexpr (kDeficit) {
+    if (c.mode == CompensatorMode::kDeficit) {
+#pragma unroll
+      for (int k = 0; k < E; ++k) m1[k] = deficit_update(c.eta, m1[k], u[k]);
+      canonicalize_lane<E>(m1);
+      return;
+    }
+  }
   const bool single = c.mode == CompensatorMode::kSingle;
   const float b1 = single ? c.beta : c.beta1;
   const float ob1 = single ? c.ob : c.ob1;

@@ -8,8 +8,8 @@
 // path, backward scaling and the non-finite policy. Every configuration the reference accepts is
 // served (bits 2..8, every quantizer and group size, compensator and residual modes, state types,
 // P = 1..8, wide groups and the Hadamard rotation of docs/numerics.md 2.4 and 2.6, compensator
-// units 'stream' of 6.1 as echo::allreduce_at_site runs them, with gains 'own' or 'sum'), the owner
-// algorithm only; outliers sent exactly (2.5) are refused.
+// units 'stream' of 6.1 as echo::allreduce_at_site runs them, with gains 'own' or 'sum', and
+// compensator 'deficit' of 6.2), the owner algorithm only; outliers sent exactly (2.5) are refused.
 //
 //   EmulateArguments args;                         // spec, ranks, count, buffers
 //   emulate_can_implement(args)                    // what is wrong with them, or Ok
@@ -66,9 +66,10 @@ struct EmulateArguments {
   // it; ignored by every call that does not needs_site(spec). At a site with a post-norm the call
   // needs `gains`, device scratch of at least emulate_gains_bytes(spec, P, n, site) bytes (the rows'
   // gains, clip bounds and profile factors, written and read within the call; 8-byte aligned).
-  // Compensator profile 'sqrt' reads the post-norm's effective weights from `weights`, device
-  // [site.row_length] fp32, all finite (the kernels read them there; site.weights, the host's copy,
-  // is checked by validate_site where it is given and may be left empty).
+  // Compensator profile 'sqrt' and compensator 'deficit' read the post-norm's effective weights
+  // from `weights`, device [site.row_length] fp32, all finite (the kernels read them there;
+  // site.weights, the host's copy, is checked by validate_site where it is given and may be left
+  // empty).
   SiteInfo site;
   void* gains = nullptr;
   std::size_t gains_bytes = 0;
@@ -95,9 +96,9 @@ std::size_t emulate_state_bytes(const AllReduceSpec& spec, int ranks, std::size_
 
 // Bytes of the scratch a call at `site` needs where needs_site(spec) and the site has a post-norm
 // (else 0): 8 per rank and row (count / site.row_length rows) for the rows' gains, 4 more per rank
-// and row with a clip, and 4 per feature (site.row_length) with profile 'sqrt'; with gains 'sum' 4
-// more per rank and row (their own RMS) and 4 per rank and element (the residuals the update takes
-// once the delivered rows' RMS is known).
+// and row with a clip, and 4 per feature (site.row_length) with profile 'sqrt' or compensator
+// 'deficit'; with gains 'sum' 4 more per rank and row (their own RMS) and 4 per rank and element (the
+// residuals the update takes once the delivered rows' RMS is known).
 std::size_t emulate_gains_bytes(const AllReduceSpec& spec, int ranks, std::size_t count, const SiteInfo& site);
 
 // Bytes of the row ratios a call of gains 'sum' at `site` keeps (else 0): 4 per site kind, rank and
@@ -110,9 +111,10 @@ Status emulate_reset_state(void* state, std::size_t state_bytes, cudaStream_t st
 
 // kInvalidArgument naming what is wrong (spec, ranks, count, a null or misaligned buffer, a state
 // or gains scratch too small, a site that does not serve the call (validate_site), overlapping
-// buffers, a buffer that is not device memory of the current device, compensator profile 'sqrt' at
-// a post-norm site without device weights, gains 'sum' there without ratios), kUnsupported for the ring algorithm
-// and for outliers sent exactly; Ok when emulate_allreduce can run the call.
+// buffers, a buffer that is not device memory of the current device, compensator profile 'sqrt' or
+// compensator 'deficit' at a post-norm site without device weights, gains 'sum' there without
+// ratios), kUnsupported for the ring algorithm and for outliers sent exactly; Ok when
+// emulate_allreduce can run the call.
 Status emulate_can_implement(const EmulateArguments& args);
 
 // One call on `stream`: enqueues and returns. Checks the arguments as emulate_can_implement does,
@@ -124,8 +126,8 @@ Status emulate_allreduce(const EmulateArguments& args, cudaStream_t stream);
 Status emulate_read_report(const void* workspace, cudaStream_t stream, AllReduceReport* report);
 
 // Waits for `stream` and copies rank r's averages to the host as floats (bf16 state widened
-// exactly): m1[count], and m2[count] in the dual mode (m2 may be null otherwise). For tests and
-// inspection; a reset state reads as zeros.
+// exactly): m1[count] (mode 'deficit': its deficit), and m2[count] in the dual mode (m2 may be null
+// otherwise). For tests and inspection; a reset state reads as zeros.
 Status emulate_download_state(const void* state, const AllReduceSpec& spec, int ranks, std::size_t count,
                               int rank, float* m1, float* m2, cudaStream_t stream);
 

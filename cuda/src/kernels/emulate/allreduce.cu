@@ -3,6 +3,7 @@
 // unit per dtype).
 #include "emulate_args.h"
 #include "device/block_max.cuh"
+#include "echo/numerics/deficit_loop.h"
 #include "echo/numerics/stream_units.h"
 #include "kernels/emulate/lanes.cuh"
 
@@ -34,7 +35,7 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_backward_max_kernel(Emu
       load_lane<D>(row, e0, valid, lane_aligned<D, E>(row), x);
       if (a.comp.mode != CompensatorMode::kOff) {
         load_state<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + e0, valid, m1, m2);
-        apply_compensation<E>(a.comp, fresh, m1, m2, x);
+        apply_compensation<E, true>(a.comp, fresh, m1, m2, x);
       }
 #pragma unroll
       for (int k = 0; k < E; ++k) {
@@ -80,7 +81,8 @@ __device__ __forceinline__ float applied_ratio(const EmulateParams& a, std::size
 // sums the squares of the row's dtype(x) at l, l + 32, ... in turn, the xor butterfly leaves the
 // row's sum of squares q on every lane, and lane 0 stores the gains of rho = sqrt(q / H), and with a
 // clip the row's bound (step 7). With profile 'sqrt' the grid's threads first form the site's
-// factors f_j (step 6), one feature each.
+// factors f_j (step 6), one feature each; in mode 'deficit' (numerics 6.2) the floored weights wf_j,
+// and lane 0 stores the row's estimate e = fp32(kappa * rho) in place of R.
 template <DType D>
 __global__ void __launch_bounds__(kBlockThreads) emulate_stream_gains_kernel(EmulateParams a) {
   using T = typename Elem<D>::T;
@@ -88,11 +90,15 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_stream_gains_kernel(Emu
   const std::size_t rows = static_cast<std::size_t>(a.ranks) * a.stream_rows;
   const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarpsPerBlock;
   const float n = static_cast<float>(a.row_length);
-  if (a.profile_factors != nullptr) {
+  if (a.profile_factors != nullptr || a.deficit_weights != nullptr) {
     const std::size_t threads = static_cast<std::size_t>(gridDim.x) * kBlockThreads;
     for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * kBlockThreads + threadIdx.x; j < a.row_length;
          j += threads) {
-      a.profile_factors[j] = numerics::profile_factor(a.weights[j], a.weight_rms);
+      if (a.profile_factors != nullptr) {
+        a.profile_factors[j] = numerics::profile_factor(a.weights[j], a.weight_rms);
+      } else {
+        a.deficit_weights[j] = numerics::deficit_weight(a.weights[j], a.weight_rms);
+      }
     }
   }
   // w is uniform over the warp: every lane runs the butterfly's shuffles.
@@ -103,8 +109,10 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_stream_gains_kernel(Emu
     if (lane == 0) {
       const float rho = numerics::row_rms(s, n);
       if (a.own_rms != nullptr) {
-        a.stream_gains[w] = {0.0f, numerics::sum_from_stream(a.weight_rms, applied_ratio(a, r, w - r * a.stream_rows),
-                                                             rho)};
+        const float ratio = applied_ratio(a, r, w - r * a.stream_rows);
+        const float from_stream = a.deficit_weights != nullptr ? numerics::deficit_estimate(ratio, rho)
+                                                               : numerics::sum_from_stream(a.weight_rms, ratio, rho);
+        a.stream_gains[w] = {0.0f, from_stream};
         a.own_rms[w] = rho;
       } else {
         a.stream_gains[w] = numerics::stream_gains(a.weight_rms, rho);
@@ -118,7 +126,9 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_stream_gains_kernel(Emu
 // of the delivered row at l, l + 32, ... (steps 1 and 2 over y), the butterfly leaves r on every
 // lane, G = w / r; then for every rank lane 0 stores the row's ratio r / rho of the call's kind and
 // the lanes update the rank's averages of the row's elements from the residuals the main kernel
-// left, fp32(u * G) (times f_j with the profile), as update_loaded does with a row's gains.
+// left, fp32(u * G) (times f_j with the profile), as update_loaded does with a row's gains. In mode
+// 'deficit' (numerics 6.2) the main kernel left d = fp32(u - c) there, and the deficit takes
+// fp32(d * G_j) with G_j = fp32(w_j / r), the feature's weight in place of their RMS.
 template <DType D>
 __global__ void __launch_bounds__(kBlockThreads) emulate_sum_update_kernel(EmulateParams a) {
   using T = typename Elem<D>::T;
@@ -138,12 +148,23 @@ __global__ void __launch_bounds__(kBlockThreads) emulate_sum_update_kernel(Emula
       }
       for (std::size_t j = static_cast<std::size_t>(lane); j < a.row_length; j += numerics::kRowLanes) {
         const std::size_t e = static_cast<std::size_t>(r) * a.state_stride + t * a.row_length + j;
+        if (a.deficit_weights != nullptr) {
+          float d[E] = {};
+          float g_j[E] = {};
+          d[0] = a.sum_residuals[e];
+          g_j[0] = numerics::deficit_to_stream(a.weights[j], r_sum);
+          float m1[E], m2[E];
+          load_state<E>(a.comp, e, 1, m1, m2);
+          update_deficit_at_site<E>(d, g_j, m1);
+          store_state<E>(a.comp, e, 1, m1, m2);
+          continue;
+        }
         float u[E] = {};
         u[0] = numerics::to_stream(a.sum_residuals[e], g);
         if (a.profile_factors != nullptr) u[0] = numerics::to_profile(u[0], a.profile_factors[j]);
         float m1[E], m2[E];
         load_state<E>(a.comp, e, 1, m1, m2);
-        update_state<E>(a.comp, u, m1, m2);
+        update_state<E, true>(a.comp, u, m1, m2);
         store_state<E>(a.comp, e, 1, m1, m2);
       }
     }

@@ -9,8 +9,8 @@
 // options of docs/numerics.md 2.4 (wide groups) and 2.6 (Hadamard rotation) run in instantiations
 // of the quantized kernel of their own (OPTIONS: kOptionWide for wide groups alone, the default
 // spec's, in the structure of the kNoOptions kernel; kAllOptions | kOptionStream for every call with
-// the rotation or with compensator units 'stream', docs/numerics.md 6.1), so the kNoOptions kernel
-// (overflow-groups poison) has none of their code.
+// the rotation or with compensator units 'stream', docs/numerics.md 6.1, and every call of mode
+// 'deficit', 6.2), so the kNoOptions kernel (overflow-groups poison) has none of their code.
 // Included once per dtype by emulate_allreduce_<dtype>.cu, which instantiate emulate_launch.
 #pragma once
 
@@ -151,8 +151,8 @@ __device__ __forceinline__ void push_maps_side_by_side(const EmulateParams& a, c
 // the wide encode and decode in requantize_lane. The Hadamard rotation (2.6, kAllOptions): every
 // rank's sent terms rotated once, the owner's sum and the gathered result in rotated units, the
 // output and the local residuals de-rotated; the compensator state stays unrotated. Compensator units
-// 'stream' (6.1, kOptionStream): where the call brings its rows' gains, x' and the
-// residuals pass through them (ranks.cuh).
+// 'stream' (6.1, kOptionStream; mode 'deficit' of 6.2 too): where the call brings its rows' gains,
+// x' and the residuals pass through them (ranks.cuh).
 template <DType D, int P, int OPTIONS>
 __global__ void __launch_bounds__(kBlockThreads, (quantized_min_blocks<D, (OPTIONS & kOptionRotation) != 0>()))
 emulate_quantized_kernel(EmulateParams a) {
@@ -370,7 +370,9 @@ cudaError_t launch_main(bool exact, const EmulateParams& p, cudaStream_t stream)
   const unsigned grid = grid_of(p.count, kMainGridCap);
   if (exact) {
     emulate_exact_kernel<D, P><<<grid, kBlockThreads, 0, stream>>>(p);
-  } else if (p.rotate || p.stream_gains != nullptr) {
+  } else if (p.rotate || p.stream_gains != nullptr || p.comp.mode == CompensatorMode::kDeficit) {
+    // Mode 'deficit' runs here at every site (the other instantiations compile the paper's modes
+    // alone, lane_ops.cuh).
     emulate_quantized_kernel<D, P, kAllOptions | kOptionStream><<<grid, kBlockThreads, 0, stream>>>(p);
   } else if (p.wide_groups) {
     emulate_quantized_kernel<D, P, kOptionWide><<<grid, kBlockThreads, 0, stream>>>(p);

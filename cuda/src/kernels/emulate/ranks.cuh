@@ -1,10 +1,12 @@
 // Each rank's lane in the one-GPU emulation (emulate/allreduce.cuh): where the lane lies in the
 // message, its loads and x' = x + c (a batch of ranks' loads at a time, per dtype), and its
 // compensator update from its residual (local, or global from the delivered output). kStream: an
-// instantiation that serves compensator units 'stream' (docs/numerics.md 6.1) where the call
-// brings its rows' gains (EmulateParams::stream_gains), the paper's units where it does not.
+// instantiation that serves compensator units 'stream' (docs/numerics.md 6.1) where the call brings
+// its rows' gains (EmulateParams::stream_gains), the paper's units where it does not, and mode
+// 'deficit' (6.2) either way; the other instantiations serve the paper's modes alone.
 #pragma once
 
+#include "echo/numerics/deficit_loop.h"
 #include "echo/numerics/stream_units.h"
 #include "emulate_args.h"
 #include "kernels/emulate/lanes.cuh"
@@ -47,8 +49,10 @@ __device__ __forceinline__ const void* rank_row(const EmulateParams& a, int r) {
 }
 
 // Stream units: rank r's terms of each element of the lane at s: the gains of the row holding it
-// (unit gains past the message's end), and where the call has them the feature's profile factor
-// f_j and the row's clip bound (1 and 0 where it does not: unused). A row may end inside the lane.
+// (unit gains past the message's end; in mode 'deficit' from_stream is the row's estimate e), and
+// where the call has them the feature's term (profile 'sqrt''s factor f_j, or mode 'deficit''s
+// floored weight wf_j) and the row's clip bound (1 and 0 where it does not: unused). A row may end
+// inside the lane.
 template <int E>
 struct RowTerms {
   numerics::StreamGains gains[E];
@@ -59,13 +63,15 @@ struct RowTerms {
 template <int E>
 __device__ __forceinline__ void lane_row_terms(const EmulateParams& a, int r, const LaneSpot& s, RowTerms<E>& t) {
   const std::size_t rank_rows = static_cast<std::size_t>(r) * a.stream_rows;
+  // The call has one kind of per-feature term at most (mode 'deficit' runs with profile 'flat').
+  const float* per_feature = a.profile_factors != nullptr ? a.profile_factors : a.deficit_weights;
   std::size_t row = s.e0 / a.row_length;
   std::size_t within = s.e0 - row * a.row_length;
 #pragma unroll
   for (int k = 0; k < E; ++k) {
     const bool inside = k < s.valid;
     t.gains[k] = inside ? a.stream_gains[rank_rows + row] : numerics::unit_gains();
-    t.factor[k] = inside && a.profile_factors != nullptr ? a.profile_factors[within] : 1.0f;
+    t.factor[k] = inside && per_feature != nullptr ? per_feature[within] : 1.0f;
     t.bound[k] = inside && a.clip_bounds != nullptr ? a.clip_bounds[rank_rows + row] : 0.0f;
     if (++within == a.row_length) {
       within = 0;
@@ -74,9 +80,28 @@ __device__ __forceinline__ void lane_row_terms(const EmulateParams& a, int r, co
   }
 }
 
-// Stream units' apply (numerics 6.1 steps 4, 6, 7): c = fp32(c0 * R), c0 the correction of
-// numerics 6, then fp32(c / f_j) with the profile and the clamp to the row's bound with a clip;
-// x' = fp32(x + c). A fresh state applies nothing, as apply_compensation.
+// The stream units' correction of one element of the lane (t: its rank's terms, k its place in the
+// lane), before x' = fp32(x + c): numerics 6.1 steps 4, 6, 7, c = fp32(c0 * R), c0 the correction
+// of numerics 6, then fp32(c / f_j) with the profile; in mode 'deficit' numerics 6.2's apply,
+// c = fp32(fp32(eta * A) * R_j) with R_j = fp32(e / wf_j); then the clamp to the row's bound with a
+// clip.
+template <int E>
+__device__ __forceinline__ float stream_correction(const EmulateParams& a, const RowTerms<E>& t, int k, float m1,
+                                                   float m2) {
+  float c;
+  if (a.deficit_weights != nullptr) {
+    c = numerics::deficit_site_correction(a.comp.eta, m1,
+                                          numerics::deficit_from_stream(t.gains[k].from_stream, t.factor[k]));
+  } else {
+    c = numerics::from_stream(correction<true>(a.comp, m1, m2), t.gains[k].from_stream);
+    if (a.profile_factors != nullptr) c = numerics::from_profile(c, t.factor[k]);
+  }
+  if (a.clip_bounds != nullptr) c = numerics::clip_correction(c, t.bound[k]);
+  return c;
+}
+
+// Stream units' apply: x' = fp32(x + c) with c the stream correction above. A fresh state applies
+// nothing, as apply_compensation.
 template <int E>
 __device__ __forceinline__ void apply_in_stream_units(const EmulateParams& a, int r, const LaneSpot& s, bool fresh,
                                                       const float (&m1)[E], const float (&m2)[E], float (&x)[E]) {
@@ -84,16 +109,12 @@ __device__ __forceinline__ void apply_in_stream_units(const EmulateParams& a, in
   RowTerms<E> t;
   lane_row_terms<E>(a, r, s, t);
 #pragma unroll
-  for (int k = 0; k < E; ++k) {
-    float c = numerics::from_stream(correction(a.comp, m1[k], m2[k]), t.gains[k].from_stream);
-    if (a.profile_factors != nullptr) c = numerics::from_profile(c, t.factor[k]);
-    if (a.clip_bounds != nullptr) c = numerics::clip_correction(c, t.bound[k]);
-    x[k] = numerics::compensate(x[k], c);
-  }
+  for (int k = 0; k < E; ++k) x[k] = numerics::compensate(x[k], stream_correction<E>(a, t, k, m1[k], m2[k]));
 }
 
 // Rank r's x' from its averages: in stream units where the instantiation serves them and the call
-// brings its gains, else numerics 6's.
+// brings its gains, else numerics 6's (and mode 'deficit''s without a post-norm, which the stream
+// instantiation serves too).
 template <bool kStream, int E>
 __device__ __forceinline__ void apply_rank(const EmulateParams& a, int r, const LaneSpot& s, bool fresh,
                                            const float (&m1)[E], const float (&m2)[E], float (&x)[E]) {
@@ -103,7 +124,7 @@ __device__ __forceinline__ void apply_rank(const EmulateParams& a, int r, const 
       return;
     }
   }
-  apply_compensation<E>(a.comp, fresh, m1, m2, x);
+  apply_compensation<E, kStream>(a.comp, fresh, m1, m2, x);
 }
 
 // Ranks whose lane loads (input and averages) are issued together before any of them is used: the
@@ -212,16 +233,40 @@ __device__ __forceinline__ void load_ranks(const EmulateParams& a, const LaneSpo
   }
 }
 
+// Mode 'deficit' at a post-norm site (numerics 6.2): the undelivered part d = fp32(u - c) of rank r's
+// lane at s, c the correction its apply gave (recomputed from the averages m1 it read, after the
+// clip; 0 where the state is fresh, as the apply gave none).
+template <int E>
+__device__ __forceinline__ void undelivered_parts(const EmulateParams& a, int r, const LaneSpot& s,
+                                                  const float (&u)[E], const float (&m1)[E], const float (&m2)[E],
+                                                  float (&d)[E]) {
+  const bool fresh = *a.comp.fresh != 0;
+  RowTerms<E> t;
+  lane_row_terms<E>(a, r, s, t);
+#pragma unroll
+  for (int k = 0; k < E; ++k) {
+    d[k] = numerics::undelivered(u[k], fresh ? 0.0f : stream_correction<E>(a, t, k, m1[k], m2[k]));
+  }
+}
+
 // Rank r's new averages from its residual u and its averages m1, m2 (loaded again), stored (lanes
 // inside the message only). Stream units (numerics 6.1 steps 5, 6): the averages take fp32(u * G),
-// times f_j with the profile; with gains 'sum' (step 8) u is left in p.sum_residuals instead.
+// times f_j with the profile; with gains 'sum' (step 8) u is left in p.sum_residuals instead, and
+// in mode 'deficit' (6.2) its undelivered part d = fp32(u - c).
 template <int E, bool kStream = false>
 __device__ __forceinline__ void update_loaded(const EmulateParams& a, int r, const LaneSpot& s, const float (&u)[E],
                                               float (&m1)[E], float (&m2)[E]) {
   if constexpr (kStream) {
     if (a.sum_residuals != nullptr) {
       // Gains 'sum': G needs the delivered rows' RMS, so the update waits for emulate_sum_update.
-      store_f32<E>(a.sum_residuals + static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, u);
+      float* left = a.sum_residuals + static_cast<std::size_t>(r) * a.state_stride + s.e0;
+      if (a.deficit_weights != nullptr) {
+        float d[E];
+        undelivered_parts<E>(a, r, s, u, m1, m2, d);
+        store_f32<E>(left, s.valid, d);
+        return;
+      }
+      store_f32<E>(left, s.valid, u);
       return;
     }
     if (a.stream_gains != nullptr) {
@@ -233,12 +278,12 @@ __device__ __forceinline__ void update_loaded(const EmulateParams& a, int r, con
         us[k] = numerics::to_stream(u[k], t.gains[k].to_stream);
         if (a.profile_factors != nullptr) us[k] = numerics::to_profile(us[k], t.factor[k]);
       }
-      update_state<E>(a.comp, us, m1, m2);
+      update_state<E, kStream>(a.comp, us, m1, m2);
       store_state_lane<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
       return;
     }
   }
-  update_state<E>(a.comp, u, m1, m2);
+  update_state<E, kStream>(a.comp, u, m1, m2);
   store_state_lane<E>(a.comp, static_cast<std::size_t>(r) * a.state_stride + s.e0, s.valid, m1, m2);
 }
 

@@ -97,9 +97,13 @@ void row_gains(const CallPlan& c, const float* x, const CompensatorState& state,
     const float q = numerics::row_sum_of_squares(x + t * c.row_length, c.row_length);
     const float rho = numerics::row_rms(q, n);
     if (c.sum_gains) {
-      gains[t] = {0.0f, numerics::sum_from_stream(c.weight_rms, ratios != nullptr ? ratios[t] : 0.0f, rho)};
+      const float ratio = ratios != nullptr ? ratios[t] : 0.0f;
+      if (c.deficit) {
+        estimates[t] = numerics::deficit_estimate(ratio, rho);  // mode 'deficit' forms R per feature
+      } else {
+        gains[t] = {0.0f, numerics::sum_from_stream(c.weight_rms, ratio, rho)};
+      }
       own_rms[t] = rho;
-      if (c.deficit) estimates[t] = numerics::deficit_estimate(ratios != nullptr ? ratios[t] : 0.0f, rho);
     } else {
       gains[t] = numerics::stream_gains(c.weight_rms, rho);
     }
@@ -107,17 +111,20 @@ void row_gains(const CallPlan& c, const float* x, const CompensatorState& state,
   }
 }
 
-// Numerics 6.1 step 8, after delivery: each row's G from the RMS r of the rank's delivered row y, and
-// the ratio fp32(r / rho) of each row, which replaces the state's ratios of the site's kind.
+// Numerics 6.1 step 8, after delivery: the RMS r of each row of the rank's delivered y (kept in
+// `sum_rms`), each row's G = fp32(w / r) (mode 'deficit' forms G per feature instead), and the ratio
+// fp32(r / rho) of each row, which replaces the state's ratios of the site's kind.
 void sum_gains_after_delivery(const CallPlan& c, const float* y, const Buffer& own_rms,
-                              std::vector<numerics::StreamGains>& gains, CompensatorState& state) {
+                              std::vector<numerics::StreamGains>& gains, Buffer& sum_rms, CompensatorState& state) {
   const std::size_t rows = c.count / c.row_length;
   const float n = static_cast<float>(c.row_length);
   std::vector<float>& ratios = state.row_ratios[static_cast<std::size_t>(c.kind)];
   ratios.resize(rows);
+  sum_rms.resize(rows);
   for (std::size_t t = 0; t < rows; ++t) {
     const float r = numerics::row_rms(numerics::row_sum_of_squares(y + t * c.row_length, c.row_length), n);
-    gains[t].to_stream = numerics::stream_gains(c.weight_rms, r).to_stream;
+    sum_rms[t] = r;
+    if (!c.deficit) gains[t].to_stream = numerics::stream_gains(c.weight_rms, r).to_stream;
     ratios[t] = numerics::sum_ratio(r, own_rms[t]);
   }
 }
@@ -192,26 +199,22 @@ void apply_deficit(const CallPlan& c, const CompensatorState& state, const float
   }
 }
 
-// Numerics 6.2, update at a post-norm site: r of each delivered row, A = S(A + fp32(fp32(u - c) *
-// fp32(w_j / r))) per element, then the rows' ratios fp32(r / rho) replace the state's of the kind.
-void update_deficit(const CallPlan& c, const float* y, const float* u, const Buffer& corrections,
-                    const Buffer& own_rms, CompensatorState& state) {
+// Numerics 6.2, update at a post-norm site, after sum_gains_after_delivery formed each delivered
+// row's RMS r (and the ratios): A = S(A + fp32(fp32(u - c) * fp32(w_j / r))) per element.
+void update_deficit(const CallPlan& c, const float* u, const Buffer& corrections, const Buffer& sum_rms,
+                    CompensatorState& state) {
   const std::size_t rows = c.count / c.row_length;
-  const float n = static_cast<float>(c.row_length);
   const bool bf16 = c.spec.compensator.state_dtype == DType::kBFloat16;
   if (state.m1.size() != c.count) state.m1.assign(c.count, 0.0f);
-  std::vector<float>& ratios = state.row_ratios[static_cast<std::size_t>(c.kind)];
-  ratios.resize(rows);
   for (std::size_t t = 0; t < rows; ++t) {
     const std::size_t row = t * c.row_length;
-    const float r = numerics::row_rms(numerics::row_sum_of_squares(y + row, c.row_length), n);
+    const float r = sum_rms[t];
     for (std::size_t j = 0; j < c.row_length; ++j) {
       const float g = numerics::deficit_to_stream(c.deficit_weights[j], r);
       const float d = c.policy.deficit_correction_not_subtracted ? u[row + j]
                                                                  : numerics::undelivered(u[row + j], corrections[row + j]);
       state.m1[row + j] = numerics::round_state(numerics::deficit_step(state.m1[row + j], d, g), bf16);
     }
-    ratios[t] = numerics::sum_ratio(r, own_rms[t]);
   }
 }
 
@@ -417,7 +420,7 @@ void update(const CallPlan& c, CompensatorState* states, Buffers& b) {
   b.u.resize(c.count);
   for (int r = 0; r < c.ranks; ++r) {
     const float* yr = b.y[r].data();
-    if (c.sum_gains && !c.deficit) sum_gains_after_delivery(c, yr, b.own_rms[r], b.gains[r], states[r]);
+    if (c.sum_gains) sum_gains_after_delivery(c, yr, b.own_rms[r], b.gains[r], b.sum_rms, states[r]);
     if (!c.local) {
       const float* xp = b.x_prime[r].data();
       for (std::size_t e = 0; e < c.count; ++e) b.u[e] = numerics::global_residual(xp[e], yr[e], p);
@@ -434,7 +437,7 @@ void update(const CallPlan& c, CompensatorState* states, Buffers& b) {
       ur[e] = c.exact_rounded ? numerics::local_residual_sum(ur[e], own) : own;
     }
     if (c.deficit) {
-      update_deficit(c, yr, ur, b.corrections[r], b.own_rms[r], states[r]);
+      update_deficit(c, ur, b.corrections[r], b.sum_rms, states[r]);
       continue;
     }
     if (c.stream) residual_to_stream(c, b.gains[r], b.profile, ur);

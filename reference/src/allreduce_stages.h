@@ -73,6 +73,7 @@ struct echo::AllReduceWorkspace::Buffers {
   std::vector<std::vector<numerics::StreamGains>> gains;  // stream units: per rank, per row
   std::vector<Buffer> clip_bounds;  // stream units with a clip: per rank, per row
   std::vector<Buffer> own_rms;      // stream units with gains 'sum': per rank, per row, rho
+  Buffer sum_rms;                   // ... and the delivered row's RMS r of the rank being updated
   Buffer profile;                   // stream units with profile 'sqrt': f_j per feature
   std::vector<Buffer> estimates;    // mode 'deficit' at a post-norm site: per rank, per row, e
   std::vector<Buffer> corrections;  // ... per rank, the correction c each element was given
